@@ -1,0 +1,40 @@
+"""What every algorithm's plan provides to the run loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rlrun.envs.gym_env import EnvSpec
+
+
+@dataclass
+class IterationResult:
+    """What one ``training_step()`` did: env steps sampled, episodes finished, and scalar metrics."""
+
+    env_steps: int = 0
+    episode_returns: list[float] = field(default_factory=list)
+    episode_lengths: list[int] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Algorithm:
+    """Base of a plan: built from its config, the env spec, an executor and a device; one ``training_step`` at a
+    time. ``state_dict``/``load_state_dict`` cover everything a checkpoint needs to continue."""
+
+    def __init__(self, cfg: Any, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
+        self.cfg, self.spec, self.executor, self.device, self.seed = cfg, spec, executor, device, seed
+
+    def training_step(self) -> IterationResult:
+        raise NotImplementedError(f"{type(self).__name__} must define training_step()")
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} must define state_dict()")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define load_state_dict()")
+
+    def stop(self) -> None:
+        self.executor.stop()

@@ -1,0 +1,160 @@
+"""DQN: double DQN with a target network and uniform replay (Mnih et al. 2015; van Hasselt et al. 2016).
+
+Read top to bottom: the Q-network, the agent (root component: act, observe, update), then the plan.
+Its config schema is ``rlrun.config.DQNConfig`` (each key documented there and in conf/algo/dqn.yaml).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlrun import spaces as sp
+from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.components.base import Component, api
+from rlrun.components.exploration import EpsilonGreedy
+from rlrun.components.heads import QHead
+from rlrun.components.losses import DQNLoss
+from rlrun.components.memories import ReplayMemory
+from rlrun.components.networks import MLP
+from rlrun.components.optimizers import GradientStep, Synchronization
+from rlrun.config import DQNConfig
+from rlrun.envs.gym_env import EnvSpec
+from rlrun.errors import ConfigError
+
+
+class QNetwork(Component):
+    """Torso + Q head: obs -> Q(obs, ·)."""
+
+    def __init__(self, hidden_sizes: list[int], activation: str, name: str = "q") -> None:
+        super().__init__(name)
+        self.torso = MLP(hidden_sizes, activation, name="torso")
+        self.head = QHead("q_head")
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.build_child(self.torso, obs=obs)
+        self.build_child(self.head, x=self.torso.output("forward"), actions=actions)
+        self.output_spaces["forward"] = self.head.output_spaces["get_q"]
+
+    @api
+    def forward(self, obs: Any) -> torch.Tensor:
+        return self.head.get_q(self.torso(obs))
+
+
+class DQNAgent(Component):
+    """The DQN agent API: get_actions, observe (store transitions), update (one gradient step), weights."""
+
+    def __init__(self, cfg: DQNConfig, seed: int = 0) -> None:
+        super().__init__("dqn_agent")
+        self.cfg = cfg
+        self.q = QNetwork(list(cfg.hidden_sizes), cfg.activation, name="q")
+        self.target_q = QNetwork(list(cfg.hidden_sizes), cfg.activation, name="target_q")
+        self.exploration = EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps)
+        self.memory = ReplayMemory(cfg.buffer_size, seed=seed)
+        self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
+        self.optimizer = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm)
+        self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.build_child(self.q, obs=obs, actions=actions)
+        self.build_child(self.target_q, obs=obs, actions=actions)
+        self.target_q.load_state_dict(self.q.state_dict())
+        self.target_q.requires_grad_(False)
+        self.build_child(self.exploration, q=self.q.output("forward"))
+        scalar = sp.Box(-np.inf, np.inf, (), np.float32)
+        self.build_child(self.memory, records=sp.Dict(
+            {"obs": obs, "action": actions, "reward": scalar, "next_obs": obs, "discount": scalar}))
+        self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
+        self.optimizer.attach(self.q.parameters())
+        self.output_spaces["get_actions"] = actions
+
+    @api
+    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        return self.exploration.get_actions(self.q(obs), explore)
+
+    @api
+    def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any) -> None:
+        """Store a batch of transitions; ``terminated`` (not truncated) steps get discount 0."""
+        discount = self.cfg.gamma * (1.0 - np.asarray(terminated, dtype=np.float32))
+        self.memory.insert({"obs": obs, "action": actions, "reward": rewards, "next_obs": next_obs,
+                            "discount": discount})
+        self.exploration.advance(len(rewards))
+
+    @api
+    def update(self, batch: dict | None = None) -> dict:
+        """One gradient step on ``batch`` (default: a batch sampled from replay); then the target sync."""
+        batch = batch if batch is not None else self.memory.sample(self.cfg.batch_size)
+
+        def loss_fn() -> tuple[torch.Tensor, dict]:
+            q = self.q(batch["obs"])
+            with torch.no_grad():
+                q_next_target = self.target_q(batch["next_obs"])
+                q_next_online = self.q(batch["next_obs"]) if self.cfg.double_q else None
+            loss, td = self.loss.loss(q, batch["action"], batch["reward"], batch["discount"], q_next_target,
+                                      q_next_online)
+            return loss, {"td_error": td}
+
+        info = self.optimizer.step(loss_fn)
+        self.target_sync.step(self.q, self.target_q)
+        return info
+
+    @api
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.q.state_dict().items()}
+
+    @api
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.q.load_state_dict(weights)
+
+
+class DQN(Algorithm):
+    """The plan: sample from the worker set, store to replay, learn at the configured replay ratio."""
+
+    def __init__(self, cfg: DQNConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
+        super().__init__(cfg, spec, executor, device, seed)
+        if not isinstance(spec.action_space, sp.Discrete):
+            raise ConfigError(f"algo=dqn needs a Discrete action space, but env {spec.id} has "
+                              f"{sp.describe(spec.action_space)}. Choose an env with discrete actions.")
+        self.agent = DQNAgent(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space).to(device)
+        self.workers = executor.worker_set(self.agent, device)
+        self.timer = executor.timer
+        self.env_steps = 0
+        self.gradient_steps = 0
+        self.update_budget = 0.0  # gradient steps owed at the replay ratio (fractional carry-over)
+
+    def training_step(self) -> IterationResult:
+        result = IterationResult()
+        for batch in self.workers.sample(self.cfg.rollout_steps):
+            with self.timer("replay"):
+                self.agent.observe(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated)
+            result.env_steps += batch.env_steps
+            result.episode_returns += batch.episode_returns
+            result.episode_lengths += batch.episode_lengths
+        self.env_steps += result.env_steps
+        if self.env_steps < self.cfg.learning_starts:
+            return result
+        self.update_budget += result.env_steps / self.cfg.train_every
+        losses = []
+        with self.timer("learn"):
+            while self.update_budget >= 1.0:
+                info = self.agent.update()
+                losses.append(info["loss"])
+                self.update_budget -= 1.0
+        self.gradient_steps += len(losses)
+        if losses:
+            result.metrics["loss/td"] = float(torch.stack(losses).mean())
+        result.metrics["explore/epsilon"] = self.agent.exploration.epsilon()
+        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        return result
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent.state_dict(), "env_steps": self.env_steps,
+                "gradient_steps": self.gradient_steps, "update_budget": self.update_budget}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.env_steps = int(state["env_steps"])
+        self.gradient_steps = int(state["gradient_steps"])
+        self.update_budget = float(state["update_budget"])

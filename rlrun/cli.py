@@ -1,0 +1,154 @@
+"""The ``rlrun`` command: compose the config with Hydra, validate it, run the experiment.
+
+Configuration mistakes (a wrong type, an unknown key or option, an impossible combination) end with one short
+message on stderr and exit code 2, before anything starts; ``hydra.verbose=true`` (or HYDRA_FULL_ERROR=1) shows
+the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+EXIT_CONFIG = 2
+_VERBOSE = False  # set by main(): show tracebacks (hydra.verbose=true or HYDRA_FULL_ERROR=1 from the user)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    global _VERBOSE
+    verbose = _VERBOSE = _wants_traceback(sys.argv[1:])
+    # Hydra prints its own error text and exits 1; with HYDRA_FULL_ERROR it raises, and we report instead.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _hydra_entry()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print("rlrun: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BaseException as e:  # noqa: BLE001 - every error is reported once, here
+        if verbose:
+            raise
+        report_and_exit(e)
+
+
+def report_and_exit(e: BaseException) -> None:
+    message, code = describe_error(e)
+    print(f"rlrun: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def _wants_traceback(args: Sequence[str]) -> bool:
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        return True
+    for a in args:
+        if a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "null", "[]", ""):
+            return True
+    return False
+
+
+def describe_error(e: BaseException) -> tuple[str, int]:
+    """One readable paragraph and an exit code for an exception that ended the run."""
+    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from rlrun.errors import RlrunError
+    from rlrun.registry import RegistryError
+
+    if isinstance(e, RlrunError):
+        return str(e), e.exit_code
+    if isinstance(e, RegistryError):
+        return str(e), EXIT_CONFIG
+    if isinstance(e, MissingConfigException):
+        text = " ".join(str(e).split("Config search path")[0].split())
+        return f"{text}. Fix the option name (rlrun --help lists every group's options).", EXIT_CONFIG
+    if isinstance(e, OverrideParseException):
+        return f"cannot parse the override: {' '.join(str(e).split())}", EXIT_CONFIG
+    if isinstance(e, (HydraException, OmegaConfBaseException)):
+        parts = [" ".join(str(e).split())]
+        cause = e.__cause__
+        if cause is not None:
+            parts.append(_omegaconf_detail(cause))
+        return " — ".join(p for p in parts if p), EXIT_CONFIG
+    import traceback
+
+    return "".join(traceback.format_exception(e)).rstrip() + "\n(unexpected error: please report it)", 1
+
+
+def _omegaconf_detail(cause: BaseException) -> str:
+    lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
+    msg = lines[0] if lines else type(cause).__name__
+    key = getattr(cause, "full_key", None)
+    if key:
+        msg += f" (key: {key})"
+    from omegaconf.errors import ConfigKeyError
+
+    object_type = getattr(cause, "object_type", None)
+    if isinstance(cause, ConfigKeyError) and object_type is not None and hasattr(object_type, "__dataclass_fields__"):
+        msg += f". Valid keys: {', '.join(object_type.__dataclass_fields__)}"
+    return msg
+
+
+def _hydra_entry() -> None:
+    import hydra
+
+    from rlrun.config import store_schemas
+
+    store_schemas()
+
+    @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
+    def _task(cfg):  # type: ignore[no-untyped-def]
+        from hydra.core.hydra_config import HydraConfig
+
+        from rlrun.config import validate
+        from rlrun.errors import RlrunError
+        from rlrun.registry import RegistryError
+        from rlrun.run import run_experiment
+
+        try:
+            validate(cfg)
+            return run_experiment(cfg, HydraConfig.get().runtime.output_dir)
+        except (RlrunError, RegistryError) as e:
+            # Reported here: Hydra would add its own "Error executing job" line to the message.
+            if _VERBOSE:
+                raise
+            report_and_exit(e)
+
+    _task()
+
+
+class ValidateConfig:
+    """Hydra callback: validate the composed config before a run starts (before its directory is made).
+
+    Hydra turns an Exception raised by a callback into a warning, so a bad config ends here with SystemExit.
+    """
+
+    def on_run_start(self, config, **kwargs):  # type: ignore[no-untyped-def]
+        from omegaconf import OmegaConf, open_dict
+
+        from rlrun.config import validate
+        from rlrun.errors import RlrunError
+
+        cfg = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])
+        try:
+            with open_dict(cfg):
+                validate(cfg)
+        except RlrunError as e:
+            if _VERBOSE:
+                raise SystemExit(e.exit_code) from e
+            report_and_exit(e)
+
+    def on_multirun_start(self, config, **kwargs):  # type: ignore[no-untyped-def]
+        self.on_run_start(config)
+
+    def __getattr__(self, name: str):  # the other Callback hooks: nothing to do
+        if name.startswith("on_"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Exploration: turn action values into actions."""
+
+from __future__ import annotations
+
+import torch
+
+from rlrun import spaces as sp
+from rlrun.components.base import Component, api
+
+
+class LinearSchedule:
+    """A value that moves linearly from ``start`` to ``end`` over ``steps`` and then stays at ``end``."""
+
+    def __init__(self, start: float, end: float, steps: int) -> None:
+        self.start, self.end, self.steps = float(start), float(end), max(int(steps), 1)
+
+    def __call__(self, t: int) -> float:
+        frac = min(max(t, 0) / self.steps, 1.0)
+        return self.start + frac * (self.end - self.start)
+
+
+class EpsilonGreedy(Component):
+    """With probability epsilon(t) a uniform random action, else argmax Q; epsilon follows a linear schedule in t.
+
+    ``t`` (env steps) is kept in a buffer so it is saved with the component and restored from checkpoints.
+    """
+
+    def __init__(self, start: float = 1.0, end: float = 0.02, decay_steps: int = 10_000,
+                 name: str | None = None) -> None:
+        super().__init__(name or "exploration")
+        self.schedule = LinearSchedule(start, end, decay_steps)
+
+    def _build(self, q: sp.Space) -> None:
+        self.require("q", q, kinds=(sp.Box,), rank=1, floating=True)
+        self.num_actions = int(q.shape[0])
+        self.register_buffer("timestep", torch.zeros((), dtype=torch.int64))
+        self.output_spaces["get_actions"] = sp.Discrete(self.num_actions)
+
+    def epsilon(self) -> float:
+        return self.schedule(int(self.timestep))
+
+    @api
+    def get_actions(self, q: torch.Tensor, explore: bool = True) -> torch.Tensor:
+        greedy = q.argmax(dim=-1)
+        if not explore:
+            return greedy
+        eps = self.epsilon()
+        random = torch.randint(0, self.num_actions, greedy.shape, device=q.device)
+        pick_random = torch.rand(greedy.shape, device=q.device) < eps
+        return torch.where(pick_random, random, greedy)
+
+    @api
+    def advance(self, env_steps: int) -> None:
+        self.timestep += int(env_steps)

@@ -1,0 +1,71 @@
+"""Memories: replay storage preallocated from the record space."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rlrun import spaces as sp
+from rlrun.components.base import Component, api
+
+
+class ReplayMemory(Component):
+    """Uniform replay over a ring buffer of ``capacity`` records.
+
+    Built from the space of one record (a Dict space, e.g. obs, action, reward, next_obs, discount); storage is
+    one preallocated tensor per leaf, ``[capacity, *leaf_shape]``. ``insert`` takes a batch of records (leading
+    rank B); ``sample`` draws ``batch_size`` records uniformly with replacement, using the memory's own seeded
+    generator (saved in checkpoints with the storage).
+    """
+
+    def __init__(self, capacity: int, seed: int = 0, name: str | None = None) -> None:
+        super().__init__(name or "memory")
+        if capacity <= 0:
+            raise ValueError(f"replay capacity must be positive, got {capacity}")
+        self.capacity = int(capacity)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def _build(self, records: sp.Space) -> None:
+        self.require("records", records, kinds=(sp.Dict,))
+        self._leaves = sp.flatten_space(records)
+        for key, leaf in self._leaves.items():
+            self.register_buffer(self._buf(key), torch.zeros((self.capacity, *sp.shape(leaf)), dtype=sp.dtype(leaf)))
+        self.register_buffer("index", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+        self.output_spaces["sample"] = records
+
+    @staticmethod
+    def _buf(key: str) -> str:
+        return "store_" + key.replace("/", "__")
+
+    @api
+    def insert(self, records: Any) -> None:
+        flat = sp.flatten(self.input_spaces["records"], records)
+        n = next(iter(flat.values())).shape[0]
+        start = int(self.index)
+        idx = (torch.arange(n, device=self.index.device) + start) % self.capacity
+        for key, value in flat.items():
+            buf = getattr(self, self._buf(key))
+            buf[idx] = torch.as_tensor(value).to(device=buf.device, dtype=buf.dtype)
+        self.index.fill_((start + n) % self.capacity)
+        self.count.fill_(min(int(self.count) + n, self.capacity))
+
+    @api
+    def sample(self, batch_size: int) -> Any:
+        size = int(self.count)
+        if size == 0:
+            raise RuntimeError(f"{self.name}: cannot sample from an empty memory")
+        idx = torch.randint(0, size, (batch_size,), generator=self.generator).to(self.index.device)
+        return sp.unflatten(self.input_spaces["records"],
+                            {key: getattr(self, self._buf(key))[idx] for key in self._leaves})
+
+    @api
+    def size(self) -> int:
+        return int(self.count)
+
+    def get_extra_state(self) -> Any:
+        return {"generator": self.generator.get_state()}
+
+    def set_extra_state(self, state: Any) -> None:
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,267 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore, and the validation of a composed config.
+
+Step units, used exactly throughout rlrun (see README's glossary):
+- *agent step*: one action chosen by the agent in one environment copy;
+- *env step*: the same count, summed over all environment copies and workers (``stop.env_steps`` counts these);
+- *frame*: an agent step times the environment's frame skip (1 for non-Atari environments);
+- *gradient step*: one optimizer update.
+
+Each YAML option of a group starts its defaults list with ``/schema/<group>/<schema name>@_here_``, so the
+option is typed by its schema when composed. Hydra still lets ``+algo.extra=1`` add a key to a typed node, so
+``validate()`` re-checks every group against its schema once the config is composed, before anything starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rlrun.errors import ConfigError
+
+# ---------------------------------------------------------------- algo
+
+
+@dataclass
+class DQNConfig:
+    """Double DQN (van Hasselt et al., 2016) with a target network and uniform replay (Mnih et al., 2015)."""
+
+    name: str = "dqn"
+    lr: float = 1e-3
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount factor per agent step."""
+    batch_size: int = 64
+    """Transitions per gradient step."""
+    buffer_size: int = 50_000
+    """Replay capacity, in transitions."""
+    learning_starts: int = 1_000
+    """Env steps collected with the initial policy before the first gradient step."""
+    train_every: int = 1
+    """Env steps (summed over env copies) per gradient step: the inverse of the replay ratio."""
+    rollout_steps: int = 4
+    """Agent steps per env copy collected by one call of training_step()."""
+    target_update_every: int = 500
+    """Gradient steps between hard target-network syncs (ignored when tau < 1)."""
+    tau: float = 1.0
+    """Target-network sync coefficient: 1 = hard copy every target_update_every steps, < 1 = Polyak every step."""
+    double_q: bool = True
+    """Select the bootstrap action with the online network (double DQN) instead of the target network."""
+    huber_delta: float = 1.0
+    """Huber loss threshold on the TD error (None-like behaviour: use a large value for squared error)."""
+    max_grad_norm: Optional[float] = 10.0
+    """Global gradient-norm clip; null disables."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])
+    """Hidden layer widths of the MLP torso."""
+    activation: str = "relu"
+    """Torso activation: relu | tanh | elu."""
+    epsilon_start: float = 1.0
+    """Epsilon-greedy exploration at the start."""
+    epsilon_end: float = 0.02
+    """Epsilon-greedy exploration after the schedule."""
+    epsilon_decay_steps: int = 10_000
+    """Env steps over which epsilon decays linearly from start to end."""
+
+
+# ---------------------------------------------------------------- env
+
+
+@dataclass
+class GymEnvConfig:
+    name: str = "gym"
+    id: str = MISSING
+    """A registered gymnasium id, e.g. CartPole-v1."""
+    max_episode_steps: Optional[int] = None
+    """Override the id's time limit (agent steps); null keeps the registered one."""
+    frame_skip: int = 1
+    """Frames per agent step, for the frames/s figure (1 for non-Atari environments)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for gymnasium.make."""
+
+
+# ---------------------------------------------------------------- device
+
+
+@dataclass
+class DeviceConfig:
+    name: str = "cpu"
+    """cpu | cuda | auto (CUDA if present, else CPU)."""
+    torch_threads: int = 1
+    """torch intra-op threads in this process; 1 is fastest when env workers share the cores (MEASURED.md)."""
+
+
+# ---------------------------------------------------------------- executor
+
+
+@dataclass
+class LocalExecutorConfig:
+    name: str = "local"
+    num_envs: int = 1
+    """Environment copies stepped together by the one in-process worker."""
+    vector_mode: str = "sync"
+    """sync: all env copies in this process | async: one subprocess per env copy (gymnasium AsyncVectorEnv)."""
+
+
+# ---------------------------------------------------------------- logger
+
+
+@dataclass
+class TensorBoardConfig:
+    enabled: bool = True
+    flush_secs: int = 10
+
+
+@dataclass
+class MLflowConfig:
+    enabled: bool = True
+    tracking_uri: Optional[str] = None
+    """null: a local sqlite store, sqlite:///<working directory>/mlflow.db (absolute). Any MLflow URI otherwise."""
+    experiment: str = "rlrun"
+    flush_interval_s: float = 10.0
+    """Metrics are buffered and sent in one batch at most this often (and at the end)."""
+
+
+@dataclass
+class ConsoleConfig:
+    enabled: bool = True
+    interval_s: float = 5.0
+    """Seconds between plain progress lines when the output is not a terminal."""
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "default"
+    tensorboard: TensorBoardConfig = field(default_factory=TensorBoardConfig)
+    mlflow: MLflowConfig = field(default_factory=MLflowConfig)
+    console: ConsoleConfig = field(default_factory=ConsoleConfig)
+
+
+# ---------------------------------------------------------------- run
+
+
+@dataclass
+class StopConfig:
+    """The run stops at whichever condition comes first; null disables a condition."""
+
+    env_steps: Optional[int] = 100_000
+    wall_time_s: Optional[float] = None
+    episode_return_mean: Optional[float] = None
+    """Stop once the mean return of the last `return_window` episodes reaches this."""
+
+
+@dataclass
+class CheckpointConfig:
+    interval_env_steps: Optional[int] = None
+    """Env steps between checkpoints; null: only the final one."""
+    at_end: bool = True
+
+
+@dataclass
+class RunConfig:
+    algo: Any = MISSING
+    env: Any = MISSING
+    device: Any = MISSING
+    executor: Any = MISSING
+    logger: Any = MISSING
+    seed: int = 0
+    run_name: str = "${algo.name}-${env.id}-seed${seed}"
+    stop: StopConfig = field(default_factory=StopConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    return_window: int = 20
+    """Episodes in the `episode/return_mean` figure."""
+
+
+GROUPS = ("algo", "env", "device", "executor", "logger")
+
+# The schema of each built-in option; plugins add theirs through the registry (entry.schema).
+_BUILTIN_SCHEMAS = {
+    ("algo", "dqn"): DQNConfig,
+    ("env", "gym"): GymEnvConfig,
+    ("device", "device"): DeviceConfig,
+    ("executor", "local"): LocalExecutorConfig,
+    ("logger", "logger"): LoggerConfig,
+}
+
+
+def store_schemas() -> None:
+    """Put every schema into Hydra's ConfigStore (group ``schema/<group>``) and the run schema as ``base_config``."""
+    from rlrun.registry import registry
+
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=RunConfig)
+    for (group, name), schema in _BUILTIN_SCHEMAS.items():
+        cs.store(group=f"schema/{group}", name=name, node=schema)
+    for group in ("algo", "env", "executor"):
+        for name in registry.names(group):
+            if (group, name) in _BUILTIN_SCHEMAS:
+                continue
+            schema = registry.schema(group, name)
+            if schema is not None:
+                cs.store(group=f"schema/{group}", name=name, node=schema)
+
+
+def schema_for(group: str, node: DictConfig) -> Any:
+    """The schema class that a composed group node must satisfy."""
+    from rlrun.registry import RegistryError, registry
+
+    if group == "device":
+        return DeviceConfig
+    if group == "logger":
+        return LoggerConfig
+    name = node.get("name") if isinstance(node, DictConfig) else None
+    if name is None:
+        raise ConfigError(f"{group}: the config has no 'name' key, so rlrun cannot tell which {group} to build. "
+                          f"Pick one with {group}=<option>.")
+    try:
+        return registry.schema(group, name)
+    except RegistryError as e:
+        raise ConfigError(f"{group}.name: {e}") from None
+
+
+def validate(cfg: DictConfig) -> DictConfig:
+    """Check every group against its schema (types and unknown keys) and the run settings; return cfg.
+
+    Raises ConfigError naming the key, the bad value and the valid choices.
+    """
+    for group in GROUPS:
+        node = cfg.get(group)
+        if not isinstance(node, DictConfig):
+            raise ConfigError(f"{group}: missing; choose one with {group}=<option>.")
+        schema = schema_for(group, node)
+        _check_against(schema, node, prefix=group)
+    top = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in GROUPS and k != "hydra"}
+    _check_against(RunConfig, OmegaConf.create(top), prefix="", skip=GROUPS)
+    stop = cfg.stop
+    if stop.env_steps is None and stop.wall_time_s is None and stop.episode_return_mean is None:
+        raise ConfigError("stop: every stop condition is null, so the run would never end. "
+                          "Set at least one of stop.env_steps, stop.wall_time_s, stop.episode_return_mean.")
+    for key in ("env_steps", "wall_time_s"):
+        value = stop[key]
+        if value is not None and value <= 0:
+            raise ConfigError(f"stop.{key}={value}: must be positive (or null to disable it).")
+    if cfg.return_window < 1:
+        raise ConfigError(f"return_window={cfg.return_window}: must be at least 1 episode.")
+    return cfg
+
+
+def _check_against(schema: Any, node: DictConfig, prefix: str, skip: tuple[str, ...] = ()) -> None:
+    from dataclasses import fields
+
+    valid = [f.name for f in fields(schema)]
+    for key in node.keys():
+        if key not in valid and key not in skip:
+            where = f"{prefix}.{key}" if prefix else str(key)
+            raise ConfigError(f"{where}: unknown key for {schema.__name__}. Valid keys: {', '.join(valid)}.")
+    try:
+        OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.to_container(node, resolve=True))
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", "") or ""
+        where = f"{prefix}.{key}" if prefix and key else (prefix or key)
+        raise ConfigError(f"{where}: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

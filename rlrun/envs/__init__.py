@@ -1,0 +1,1 @@
+"""Environment factories: build single and vectorised gymnasium environments from an env config node."""

@@ -1,0 +1,19 @@
+"""Errors that rlrun reports to a user as one readable message (no traceback) with a non-zero exit code."""
+
+
+class RlrunError(Exception):
+    """A problem the user can fix; the message names the problem and the fix."""
+
+    exit_code = 1
+
+
+class ConfigError(RlrunError):
+    """Bad configuration or overrides, found before anything starts (exit code 2)."""
+
+    exit_code = 2
+
+
+class CheckpointError(RlrunError):
+    """A checkpoint that cannot be read or does not fit the run."""
+
+    exit_code = 2

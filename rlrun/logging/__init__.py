@@ -1,0 +1,1 @@
+"""Metric sinks (TensorBoard, MLflow, console) behind one fan-out that every metric goes through."""

@@ -1,0 +1,52 @@
+"""Console progress: a live bar on a terminal, a plain line every ``interval_s`` seconds otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+
+def _fmt(value: float | None, spec: str = ".1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+class ConsoleSink:
+    def __init__(self, cfg: Any, total_env_steps: int | None, stream: Any = None) -> None:
+        self.stream = stream or sys.stdout
+        self.interval_s = float(cfg.interval_s)
+        self.total = total_env_steps
+        self.tty = self.stream.isatty()
+        self._last_line = 0.0
+        self._progress = None
+        if self.tty:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(TextColumn("[bold]rlrun"), BarColumn(), TextColumn("{task.description}"),
+                                      TimeElapsedColumn(), transient=False)
+            self._task = self._progress.add_task("starting", total=total_env_steps)
+            self._progress.start()
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        pass
+
+    def _line(self, metrics: dict[str, float], step: int) -> str:
+        return (f"env_steps {step}  frames/s {_fmt(metrics.get('perf/frames_per_s'), '.0f')}  "
+                f"return {_fmt(metrics.get('episode/return_mean'))}  episodes {int(metrics.get('episode/count', 0))}")
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step, description=self._line(metrics, step))
+            return
+        now = time.monotonic()
+        if now - self._last_line >= self.interval_s:
+            self._last_line = now
+            print(self._line(metrics, step), file=self.stream, flush=True)
+
+    def close(self, summary: dict[str, Any], status: str) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        print(f"done ({summary.get('stop_reason')}): env_steps {summary.get('env_steps')}  "
+              f"return {_fmt(summary.get('episode_return_mean'))}  frames/s "
+              f"{_fmt(summary.get('frames_per_second'), '.0f')}  wall {_fmt(summary.get('wall_time_s'))} s  "
+              f"run dir {summary.get('run_dir')}", file=self.stream, flush=True)

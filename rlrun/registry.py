@@ -1,0 +1,159 @@
+"""One registry for every kind of named thing rlrun builds from config.
+
+Kinds: ``algo``, ``env``, ``executor``, ``device``, ``logger``, and component kinds (``network``, ``head``,
+``memory``, ``loss``, ``optimizer``, ``exploration``, ...). A config node names an entry (``algo.name: dqn``);
+the registry turns that name into the class or function that builds it.
+
+Entries may be given as ``"module:attribute"`` strings so that registering costs no import: ``rlrun --help`` stays
+quick even though torch, ray and mlflow sit behind the entries.
+
+Third-party packages add entries through the ``rlrun.plugins`` entry-point group: the entry point names a module
+(or a callable taking the registry). Loading it registers its entries; a module attribute ``CONFIG_PATH`` (for
+example ``"pkg://my_package.conf"``) adds a config directory to Hydra's search path, so the plugin's YAML files
+are reachable as ``algo=<its name>``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+PLUGIN_GROUP = "rlrun.plugins"
+
+
+class RegistryError(LookupError):
+    """A name that is not registered (the message lists the registered names)."""
+
+
+@dataclass
+class Entry:
+    kind: str
+    name: str
+    target: Any  # the object, or a "module:attribute" string resolved on first use
+    schema: Any = None  # the dataclass config schema of this entry, or a "module:attribute" string
+    doc: str = ""
+
+    def load(self) -> Any:
+        if isinstance(self.target, str):
+            self.target = _import_string(self.target)
+        return self.target
+
+    def load_schema(self) -> Any:
+        if isinstance(self.schema, str):
+            self.schema = _import_string(self.schema)
+        return self.schema
+
+
+def _import_string(path: str) -> Any:
+    module_name, _, attribute = path.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attribute) if attribute else module
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[str, Entry]] = {}
+        self._plugins_loaded = False
+        self.config_paths: list[str] = []  # Hydra search-path entries contributed by plugins
+
+    def register(self, kind: str, name: str, target: Any = None, *, schema: Any = None, doc: str = "",
+                 replace: bool = False) -> Any:
+        """Register ``target`` under ``kind``/``name``; without a target, return a decorator."""
+        if target is None:
+            def decorator(obj: Any) -> Any:
+                self.register(kind, name, obj, schema=schema, doc=doc, replace=replace)
+                return obj
+            return decorator
+        table = self._entries.setdefault(kind, {})
+        if name in table and not replace and table[name].target is not target:
+            raise RegistryError(f"{kind} '{name}' is registered already; pass replace=True to override it.")
+        table[name] = Entry(kind, name, target, schema, doc)
+        return target
+
+    def entry(self, kind: str, name: str) -> Entry:
+        table = self._entries.get(kind, {})
+        if name not in table:
+            self.load_plugins()
+            table = self._entries.get(kind, {})
+        if name not in table:
+            raise RegistryError(self._miss_message(kind, name))
+        return table[name]
+
+    def get(self, kind: str, name: str) -> Any:
+        """The registered object (imported on first use)."""
+        return self.entry(kind, name).load()
+
+    def schema(self, kind: str, name: str) -> Any:
+        return self.entry(kind, name).load_schema()
+
+    def build(self, kind: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.get(kind, name)(*args, **kwargs)
+
+    def names(self, kind: str) -> list[str]:
+        self.load_plugins()
+        return sorted(self._entries.get(kind, {}))
+
+    def kinds(self) -> list[str]:
+        self.load_plugins()
+        return sorted(self._entries)
+
+    def _miss_message(self, kind: str, name: str) -> str:
+        known = sorted(self._entries.get(kind, {}))
+        if not known:
+            return f"no {kind} is registered (asked for '{name}'); known kinds: {', '.join(sorted(self._entries))}"
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        return f"unknown {kind} '{name}'.{hint} Registered {kind} names: {', '.join(known)}."
+
+    def load_plugins(self) -> None:
+        """Import every ``rlrun.plugins`` entry point once."""
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        for ep in entry_points(group=PLUGIN_GROUP):
+            obj = ep.load()
+            if callable(obj) and not isinstance(obj, type(importlib)):
+                obj(self)
+            path = getattr(obj, "CONFIG_PATH", None)
+            if path and path not in self.config_paths:
+                self.config_paths.append(path)
+
+
+registry = Registry()
+register = registry.register
+
+
+def _register_builtins(r: Registry) -> None:
+    # Algorithms: the agent-and-plan class and its config schema.
+    r.register("algo", "dqn", "rlrun.algos.dqn:DQN", schema="rlrun.config:DQNConfig",
+               doc="Double DQN with a target network and uniform replay")
+    # Environments: a factory of (vector env maker, spaces) from the env config node.
+    r.register("env", "gym", "rlrun.envs.gym_env:GymEnvFactory", schema="rlrun.config:GymEnvConfig",
+               doc="any registered gymnasium id (classic control, box2d, ...)")
+    # Executors: where the plan's worker set lives.
+    r.register("executor", "local", "rlrun.execution.local:LocalExecutor",
+               schema="rlrun.config:LocalExecutorConfig", doc="in-process worker set")
+    # Device strategies.
+    for name in ("cpu", "cuda", "auto"):
+        r.register("device", name, "rlrun.devices:resolve_device", schema="rlrun.config:DeviceConfig")
+    # Logger sinks.
+    r.register("logger", "tensorboard", "rlrun.logging.tensorboard:TensorBoardSink",
+               schema="rlrun.config:TensorBoardConfig")
+    r.register("logger", "mlflow", "rlrun.logging.mlflow_sink:MLflowSink",
+               schema="rlrun.config:MLflowConfig")
+    r.register("logger", "console", "rlrun.logging.console:ConsoleSink",
+               schema="rlrun.config:ConsoleConfig")
+    # Components (the DQN pieces; rlrun.components registers the rest of the library the same way).
+    r.register("network", "mlp", "rlrun.components.networks:MLP")
+    r.register("head", "q", "rlrun.components.heads:QHead")
+    r.register("exploration", "epsilon_greedy", "rlrun.components.exploration:EpsilonGreedy")
+    r.register("memory", "replay", "rlrun.components.memories:ReplayMemory")
+    r.register("loss", "dqn", "rlrun.components.losses:DQNLoss")
+    r.register("optimizer", "gradient_step", "rlrun.components.optimizers:GradientStep")
+    r.register("optimizer", "synchronization", "rlrun.components.optimizers:Synchronization")
+
+
+_register_builtins(registry)
