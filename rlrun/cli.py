@@ -95,9 +95,11 @@ def _omegaconf_detail(cause: BaseException) -> str:
 def _hydra_entry() -> None:
     import hydra
 
+    from rlrun import hydra_search_path
     from rlrun.config import store_schemas
 
     store_schemas()
+    hydra_search_path.register()
 
     @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
     def _task(cfg):  # type: ignore[no-untyped-def]

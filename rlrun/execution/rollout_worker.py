@@ -42,11 +42,22 @@ class SampleBatch:
 
 
 def _stack(space: sp.Space, values: list[Any]) -> Any:
+    """Concatenate per-step (nested) values along the batch rank; one plain concatenate for a leaf space."""
+    if not sp.is_nested(space):
+        return np.concatenate(values)
     flats = [sp.flatten(space, v) for v in values]
     return sp.unflatten(space, {k: np.concatenate([f[k] for f in flats]) for k in flats[0]})
 
 
 class RolloutWorker:
+    """Steps ``num_envs`` env copies with ``policy`` (epsilon-greedy etc. is the policy's business).
+
+    The per-step path is kept short because with few env copies it runs once per env step: a leaf observation
+    space (CartPole's Box) goes to torch with ``torch.from_numpy`` (no copy) instead of the nested
+    ``spaces.to_torch``, the whole rollout runs under one ``torch.inference_mode``, and episode bookkeeping only
+    loops over copies that finished.
+    """
+
     def __init__(self, env_factory: GymEnvFactory, policy: Policy, num_envs: int, seed: int,
                  vector_mode: str = "sync", device: torch.device | str = "cpu") -> None:
         self.env_factory, self.policy, self.num_envs = env_factory, policy, num_envs
@@ -57,6 +68,18 @@ class RolloutWorker:
         self.obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
+        space = self.spec.observation_space
+        # The fast path: one leaf whose numpy dtype is already the torch dtype of the space, on the CPU.
+        self._leaf_dtype = (None if sp.is_nested(space) or self.device.type != "cpu"
+                            else sp.dtype(space))
+
+    def _obs_to_torch(self, obs: Any) -> Any:
+        if self._leaf_dtype is not None and isinstance(obs, np.ndarray):
+            t = torch.from_numpy(obs)
+            if t.dtype == self._leaf_dtype:
+                return t
+            return t.to(self._leaf_dtype)
+        return sp.to_torch(self.spec.observation_space, obs, self.device)
 
     def sample(self, num_steps: int, explore: bool = True) -> SampleBatch:
         space = self.spec.observation_space
@@ -64,34 +87,35 @@ class RolloutWorker:
         returns: list[float] = []
         lengths: list[int] = []
         env_s = inf_s = 0.0
-        for _ in range(num_steps):
-            t0 = time.perf_counter()
-            with torch.inference_mode():
-                actions = self.policy.get_actions(sp.to_torch(space, self.obs, self.device), explore=explore)
-            actions_np = actions.cpu().numpy()
-            t1 = time.perf_counter()
-            next_obs, rewards, terminated, truncated, info = self.envs.step(actions_np)
-            t2 = time.perf_counter()
-            env_s += t2 - t1
-            inf_s += t1 - t0
-            done = terminated | truncated
-            real_next = next_obs
-            if done.any():
-                real_next = _with_final_obs(space, next_obs, info, done)
-            obs_l.append(self.obs)
-            act_l.append(actions_np)
-            rew_l.append(rewards.astype(np.float32))
-            next_l.append(real_next)
-            term_l.append(terminated)
-            trunc_l.append(truncated)
-            self._returns += rewards
-            self._lengths += 1
-            for i in np.flatnonzero(done):
-                returns.append(float(self._returns[i]))
-                lengths.append(int(self._lengths[i]))
-                self._returns[i] = 0.0
-                self._lengths[i] = 0
-            self.obs = next_obs
+        clock = time.perf_counter
+        with torch.inference_mode():
+            for _ in range(num_steps):
+                t0 = clock()
+                actions = self.policy.get_actions(self._obs_to_torch(self.obs), explore=explore)
+                actions_np = actions.numpy() if actions.device.type == "cpu" else actions.cpu().numpy()
+                t1 = clock()
+                next_obs, rewards, terminated, truncated, info = self.envs.step(actions_np)
+                t2 = clock()
+                env_s += t2 - t1
+                inf_s += t1 - t0
+                done = terminated | truncated
+                real_next = next_obs
+                obs_l.append(self.obs)
+                act_l.append(actions_np)
+                rew_l.append(rewards.astype(np.float32, copy=False))
+                term_l.append(terminated)
+                trunc_l.append(truncated)
+                self._returns += rewards
+                self._lengths += 1
+                if done.any():
+                    real_next = _with_final_obs(space, next_obs, info, done)
+                    for i in np.flatnonzero(done):
+                        returns.append(float(self._returns[i]))
+                        lengths.append(int(self._lengths[i]))
+                        self._returns[i] = 0.0
+                        self._lengths[i] = 0
+                next_l.append(real_next)
+                self.obs = next_obs
         return SampleBatch(_stack(space, obs_l), np.concatenate(act_l), np.concatenate(rew_l),
                            _stack(space, next_l), np.concatenate(term_l), np.concatenate(trunc_l),
                            returns, lengths, env_s, inf_s)

@@ -17,7 +17,7 @@ class ConsoleSink:
         self.interval_s = float(cfg.interval_s)
         self.total = total_env_steps
         self.tty = self.stream.isatty()
-        self._last_line = 0.0
+        self._last_line: float | None = None
         self._progress = None
         if self.tty:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -39,7 +39,7 @@ class ConsoleSink:
             self._progress.update(self._task, completed=step, description=self._line(metrics, step))
             return
         now = time.monotonic()
-        if now - self._last_line >= self.interval_s:
+        if self._last_line is None or now - self._last_line >= self.interval_s:
             self._last_line = now
             print(self._line(metrics, step), file=self.stream, flush=True)
 

@@ -1,0 +1,39 @@
+# rlrun: `make run` sets everything up and runs the default experiment; `make test` sets up and runs the tests.
+# Set-up is idempotent: the virtual environment is (re)installed only when pyproject.toml changes.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.rlrun-installed
+
+.PHONY: install run test bench lint clean distclean
+
+install: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first and exactly (a CPU wheel of 2.13.0 is on the machine; any other version pulls GBs of CUDA packages),
+# then the package with pip's default upgrade strategy, which keeps it.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+run: install
+	$(BIN)/rlrun
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python -m benchmarks.component_overhead
+
+lint: install
+	$(BIN)/ruff check rlrun tests benchmarks
+
+clean:
+	rm -rf outputs multirun mlflow.db mlartifacts .pytest_cache build dist *.egg-info
+	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,116 @@
+"""The component core: build from spaces, edges and build errors naming both ends, API tracing and boundaries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rlrun import spaces as sp
+from rlrun.components.base import Component, ComponentBuildError, api, trace
+from rlrun.components.heads import QHead
+from rlrun.components.networks import MLP
+from rlrun.components.testing import ComponentTest
+
+OBS = sp.Box(-1.0, 1.0, (4,), np.float32)
+
+
+class Scale(Component):
+    def _build(self, x: sp.Space) -> None:
+        self.require("x", x, kinds=(sp.Box,), rank=1, floating=True)
+        self.weight = nn.Parameter(torch.full(x.shape, 2.0))
+        self.output_spaces["apply"] = x
+
+    @api
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight
+
+
+class Chain(Component):
+    """torso -> scale; a deliberately bad API reaches into the torso's own sub-component."""
+
+    def __init__(self) -> None:
+        super().__init__("chain")
+        self.torso = MLP([8], name="torso")
+        self.scale = Scale("scale")
+
+    def _build(self, obs: sp.Space) -> None:
+        self.build_child(self.torso, obs=obs)
+        self.build_child(self.scale, x=self.torso.output("forward"))
+        self.output_spaces["forward"] = self.scale.output_spaces["apply"]
+
+    @api
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.scale.apply(self.torso(obs))
+
+    @api
+    def reach_past(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.torso.flatten(obs)  # the torso's sub-component: not Chain's to call
+
+
+def test_build_creates_parameters_from_spaces_and_records_edges() -> None:
+    chain = Chain().build(obs=OBS)
+    assert chain.torso.layers[0].in_features == 4 and chain.scale.weight.shape == (8,)
+    edges = {(e.source, e.target, e.input, e.space) for e in chain.edges}
+    assert ("<input>", "torso", "obs", "Box(4,) float32") in edges
+    assert ("torso.forward", "scale", "x", "Box(8,) float32") in edges
+    assert Chain.api_methods() == ["forward", "reach_past"]
+
+
+def test_mismatch_at_build_names_both_ends() -> None:
+    head = QHead("q_head")
+    parent = Component("agent")
+    wide, narrow = MLP([512], name="wide").build(obs=OBS), MLP([256], name="network").build(obs=OBS)
+    parent.build_child(head, x=wide.output("forward"), actions=sp.Discrete(2))
+    with pytest.raises(ComponentBuildError,
+                       match=r"q_head.x expects Box\(512,\) float32 from wide.forward but got Box\(256,\) float32 "
+                             r"from network.forward"):
+        parent.build_child(head, x=narrow.output("forward"), actions=sp.Discrete(2))
+
+
+def test_wrong_rank_or_kind_is_a_build_error_naming_the_input() -> None:
+    with pytest.raises(ComponentBuildError, match=r"scale.x expects a rank-1 space but got Box\(2, 2\) float32"):
+        Scale("scale").build(x=sp.Box(0, 1, (2, 2), np.float32))
+    with pytest.raises(ComponentBuildError, match=r"q_head.actions expects Discrete but got Box"):
+        QHead().build(x=sp.Box(-1, 1, (3,), np.float32), actions=sp.Box(-1, 1, (1,), np.float32))
+    with pytest.raises(ComponentBuildError, match="not built yet"):
+        MLP([3]).output("forward")
+
+
+def test_trace_records_calls_and_flags_boundary_violations() -> None:
+    test = ComponentTest(Chain(), {"obs": OBS}, batch_shape=(5,))
+    out = test.call("forward")
+    assert out.shape == (5, 8)
+    assert [(c.caller, c.callee, c.method) for c in test.calls] == [
+        ("<user>", "chain", "forward"), ("chain", "torso", "forward"), ("torso", "flatten", "forward"),
+        ("chain", "scale", "apply")]
+    assert test.calls[3].args == ["float32[5, 8]"]
+    with pytest.raises(AssertionError, match="chain called flatten.forward"):
+        test.call("reach_past")
+
+
+def test_component_test_checks_the_declared_output_space() -> None:
+    class Liar(Scale):
+        @api
+        def apply(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, :2]
+
+    with pytest.raises(sp.SpaceError, match=r"liar.apply\(\) has shape \(3, 2\)"):
+        ComponentTest(Liar("liar"), {"x": OBS}, batch_shape=(3,)).call("apply")
+
+
+def test_rebuilding_with_other_spaces_is_refused() -> None:
+    mlp = MLP([4]).build(obs=OBS)
+    mlp.build(obs=sp.Box(-5, 5, (4,), np.float32))  # same shape and dtype: fine
+    with pytest.raises(ComponentBuildError, match=r"mlp.obs was built for Box\(4,\) float32 but is now given"):
+        mlp.build(obs=sp.Box(-1, 1, (5,), np.float32))
+
+
+def test_tracing_is_off_by_default_and_nests() -> None:
+    mlp = MLP([4]).build(obs=OBS)
+    with trace() as outer:
+        with trace() as inner:
+            mlp(torch.zeros(1, 4))
+        mlp(torch.zeros(1, 4))
+    assert len(inner.calls) == 2 and len(outer.calls) == 2

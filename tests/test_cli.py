@@ -1,0 +1,121 @@
+"""The CLI, run as a subprocess exactly as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import QUICK, only_summary, run_rlrun
+
+
+def test_short_run_writes_summary_tensorboard_and_mlflow(workdir: Path) -> None:
+    proc = run_rlrun([*QUICK, "seed=3", "executor=local", "device=cpu", "algo=dqn", "env=cartpole"], workdir,
+                     check=True)
+    summary = only_summary(workdir / "outputs")
+    run_dir = Path(summary["run_dir"])
+    assert summary["env_steps"] >= 300 and summary["stop_reason"] == "env_steps"
+    assert summary["frames"] == summary["env_steps"]  # CartPole: frame skip 1
+    assert summary["episodes"] > 0 and summary["episode_return_mean"] > 0
+    assert summary["frames_per_second"] > 0 and summary["wall_time_s"] > 0
+    assert summary["seed"] == 3 and summary["algo"] == "dqn" and summary["env"] == "CartPole-v1"
+    assert (run_dir / ".hydra" / "config.yaml").exists()
+    assert Path(summary["checkpoint"]).exists()
+    assert "done (env_steps)" in proc.stdout
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "tensorboard"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"counters/env_steps", "perf/frames_per_s", "episode/return_mean", "loss/td",
+            "time/env_step_s", "time/inference_s", "time/learn_s"} <= tags
+    steps = [e.step for e in acc.Scalars("counters/env_steps")]
+    assert steps[-1] == summary["env_steps"]
+
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{workdir / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["rlrun"], output_format="list")
+    assert [r.info.run_id for r in runs] == [summary["mlflow_run_id"]]
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert run.data.params["algo.lr"] == "0.001" or float(run.data.params["algo.lr"]) > 0
+    assert run.data.params["seed"] == "3" and run.data.params["env.id"] == "CartPole-v1"
+    assert run.data.metrics["counters/env_steps"] == summary["env_steps"]
+    assert "episode/return_mean" in run.data.metrics and "loss/td" in run.data.metrics
+
+
+def test_logger_none_writes_only_summary(workdir: Path) -> None:
+    run_rlrun([*QUICK, "logger=none"], workdir, check=True)
+    summary = only_summary(workdir / "outputs")
+    assert summary["mlflow_run_id"] is None
+    assert not (Path(summary["run_dir"]) / "tensorboard").exists()
+    assert not (workdir / "mlflow.db").exists()
+
+
+def test_non_tty_progress_is_periodic_not_flooding(workdir: Path) -> None:
+    proc = run_rlrun(["stop.env_steps=1500", "logger=none", "logger.console.interval_s=3600"], workdir, check=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("env_steps ")]
+    assert len(lines) == 1  # the first report only; the next is an hour away
+    assert "\r" not in proc.stdout and "\x1b[" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("algo.lr=abc", "algo.lr"),
+        ("+algo.nope=1", "algo.nope: unknown key"),
+        ("env=nonexistent", "Available options in 'env'"),
+        ("executor=nonexistent", "Available options in 'executor'"),
+        ("stop.env_steps=-5", "stop.env_steps=-5: must be positive"),
+        ("env.id=CartPol-v1", "Close matches: CartPole-v1"),
+        ("env.id=Pendulum-v1", "needs a Discrete action space"),
+        ("device=cuda", "CUDA is not available"),
+        ("seed=[1", "cannot parse the override"),
+    ],
+)
+def test_bad_input_exits_2_with_one_message(workdir: Path, override: str, needle: str) -> None:
+    proc = run_rlrun([override, "logger=none"], workdir)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr and "Error executing job" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not list(workdir.rglob("summary.json"))
+
+
+def test_stop_conditions_all_null_is_refused_before_anything_starts(workdir: Path) -> None:
+    proc = run_rlrun(["stop.env_steps=null"], workdir)
+    assert proc.returncode == 2 and "every stop condition is null" in proc.stderr
+    assert not (workdir / "outputs").exists()
+
+
+def test_hydra_verbose_shows_the_traceback(workdir: Path) -> None:
+    proc = run_rlrun(["env.id=Pendulum-v1", "logger=none", "hydra.verbose=true"], workdir)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr and "ConfigError" in proc.stderr
+
+
+def test_help_and_cfg_job(workdir: Path) -> None:
+    proc = run_rlrun(["--help"], workdir, check=True)
+    assert "algo: dqn" in proc.stdout and "env: cartpole" in proc.stdout
+    proc = run_rlrun(["--cfg", "job", "algo.lr=0.01", "seed=7"], workdir, check=True)
+    assert "lr: 0.01" in proc.stdout and "seed: 7" in proc.stdout
+    assert not (workdir / "outputs").exists()
+
+
+def test_multirun_two_jobs(workdir: Path) -> None:
+    run_rlrun(["-m", "seed=0,1", *QUICK, "logger=none"], workdir, check=True)
+    summaries = [json.loads(p.read_text()) for p in sorted((workdir / "multirun").rglob("summary.json"))]
+    assert sorted(s["seed"] for s in summaries) == [0, 1]
+    assert all(s["stop_reason"] == "env_steps" for s in summaries)
+
+
+def test_user_config_dir_adds_options(workdir: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "myconf" / "algo"
+    conf.mkdir(parents=True)
+    (conf / "dqn_wide.yaml").write_text("defaults:\n  - dqn\n  - _self_\nhidden_sizes: [32]\nlearning_starts: 100\n")
+    proc = run_rlrun(["--config-dir", str(tmp_path / "myconf"), "algo=dqn_wide", "--cfg", "job"], workdir, check=True)
+    assert "hidden_sizes:\n  - 32" in proc.stdout and "name: dqn" in proc.stdout
+    run_rlrun(["--config-dir", str(tmp_path / "myconf"), "algo=dqn_wide", "stop.env_steps=200", "logger=none"],
+              workdir, check=True)
+    assert only_summary(workdir / "outputs")["env_steps"] >= 200

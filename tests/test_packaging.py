@@ -1,0 +1,35 @@
+"""rlrun installs as a normal (non-editable) package with its configs inside, and runs from any directory."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_package_is_listed_in_pyproject() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    listed = set(re.findall(r'^\s+"([\w.]+)",$', text.split("packages = [", 1)[1].split("]", 1)[0], re.M))
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "rlrun").rglob("__init__.py")}
+    assert found - listed == set(), "packages missing from pyproject.toml [tool.setuptools] packages"
+
+
+def test_non_editable_install_ships_configs_and_runs(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(site), str(ROOT)], check=True, capture_output=True)
+    assert (site / "rlrun" / "conf" / "config.yaml").exists()
+    assert (site / "rlrun" / "conf" / "algo" / "dqn.yaml").exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = ("import sys, rlrun; print('FROM', rlrun.__file__); sys.argv = ['rlrun', '--cfg', 'job', 'seed=5']; "
+            "from rlrun.cli import main; main()")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True,
+                          check=True)
+    assert f"FROM {site}" in proc.stdout
+    assert "seed: 5" in proc.stdout and "id: CartPole-v1" in proc.stdout
