@@ -23,6 +23,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     # Hydra prints its own error text and exits 1; with HYDRA_FULL_ERROR it raises, and we report instead.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
+        if sys.argv[1:2] == ["graph"]:
+            from rlrun.graph_command import main as graph_main
+
+            graph_main(sys.argv[2:])
+            return
         _hydra_entry()
     except SystemExit:
         raise

@@ -146,14 +146,32 @@ def _register_builtins(r: Registry) -> None:
                schema="rlrun.config:MLflowConfig")
     r.register("logger", "console", "rlrun.logging.console:ConsoleSink",
                schema="rlrun.config:ConsoleConfig")
-    # Components (the DQN pieces; rlrun.components registers the rest of the library the same way).
-    r.register("network", "mlp", "rlrun.components.networks:MLP")
-    r.register("head", "q", "rlrun.components.heads:QHead")
-    r.register("exploration", "epsilon_greedy", "rlrun.components.exploration:EpsilonGreedy")
-    r.register("memory", "replay", "rlrun.components.memories:ReplayMemory")
-    r.register("loss", "dqn", "rlrun.components.losses:DQNLoss")
-    r.register("optimizer", "gradient_step", "rlrun.components.optimizers:GradientStep")
-    r.register("optimizer", "synchronization", "rlrun.components.optimizers:Synchronization")
+    # Components: the library, by kind. Algorithms compose them; third-party code adds its own the same way.
+    c = "rlrun.components."
+    for kind, name, target in [
+        ("network", "mlp", "networks:MLP"),
+        ("network", "nature_cnn", "networks:NatureCNN"),
+        ("network", "impala_resnet", "networks:ImpalaResNet"),
+        ("network", "lstm_core", "networks:LSTMCore"),
+        ("head", "q", "heads:QHead"),
+        ("head", "dueling_q", "heads:DuelingQHead"),
+        ("head", "policy_value", "heads:PolicyValueHead"),
+        ("distribution", "categorical", "distributions:Categorical"),
+        ("distribution", "diag_gaussian", "distributions:DiagGaussian"),
+        ("exploration", "epsilon_greedy", "exploration:EpsilonGreedy"),
+        ("memory", "replay", "memories:ReplayMemory"),
+        ("memory", "prioritized_replay", "prioritized_replay:PrioritizedReplayMemory"),
+        ("memory", "nstep", "nstep:NStepAggregator"),
+        ("memory", "rollout_buffer", "rollout_buffer:RolloutBuffer"),
+        ("memory", "fifo_queue", "fifo_queue:FIFOQueue"),
+        ("loss", "dqn", "losses:DQNLoss"),
+        ("optimizer", "gradient_step", "optimizers:GradientStep"),
+        ("optimizer", "synchronization", "optimizers:Synchronization"),
+    ]:
+        r.register(kind, name, c + target)
+    # Ops: pure tensor functions (rlrun/ops), registered so configs can name an estimator.
+    for name in ("vtrace", "gae", "discounted_returns", "nstep_returns"):
+        r.register("op", name, f"rlrun.ops:{name}")
 
 
 _register_builtins(registry)

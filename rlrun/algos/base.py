@@ -27,6 +27,12 @@ class Algorithm:
     def __init__(self, cfg: Any, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         self.cfg, self.spec, self.executor, self.device, self.seed = cfg, spec, executor, device, seed
 
+    @classmethod
+    def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Any:
+        """The algorithm's root component, built from the env spec (``rlrun graph`` prints it); None if the
+        algorithm is not built from components."""
+        return None
+
     def training_step(self) -> IterationResult:
         raise NotImplementedError(f"{type(self).__name__} must define training_step()")
 

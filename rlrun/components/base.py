@@ -116,7 +116,8 @@ def api(fn: Callable) -> Callable:
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """NatureCNN -> nature_cnn, LSTMCore -> lstm_core, QHead -> q_head."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 class Component(nn.Module):

@@ -1,4 +1,9 @@
-"""Networks: torsos that map an observation (possibly nested) to a feature vector."""
+"""Networks: torsos that map an observation to a feature vector, and a recurrent core.
+
+- ``MLP`` (with ``FlattenObservation``): any (nested) observation of Box/Discrete/MultiBinary leaves.
+- ``NatureCNN`` (Mnih et al. 2015) and ``ImpalaResNet`` (Espeholt et al. 2018): channel-first images ``[C, H, W]``.
+- ``LSTMCore``: time-major sequences of features with episode-start resets (IMPALA / TorchBeast).
+"""
 
 from __future__ import annotations
 
@@ -264,7 +269,7 @@ class LSTMCore(Component):
         cuts = (torch.nonzero(first[1:].any(dim=1)).flatten() + 1).tolist()
         bounds = [0, *cuts, x.shape[0]]
         outs = []
-        for start, end in zip(bounds[:-1], bounds[1:]):
+        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
             h, c = h * keep[start], c * keep[start]
             out, (h, c) = self.lstm(x[start:end], (h, c))
             outs.append(out)

@@ -40,8 +40,9 @@ class PrioritizedReplayMemory(Component):
 
     Args:
         capacity: number of records held; the oldest is overwritten once full.
-        alpha: priority exponent (0 = uniform sampling, 1 = fully proportional); Schaul et al. use 0.6 (Table 3).
-        beta_start: importance-sampling exponent at timestep 0; Schaul et al. use 0.4 (Table 3).
+        alpha: priority exponent (0 = uniform sampling, 1 = fully proportional); 0.6 is the paper's setting for
+            the proportional variant.
+        beta_start: importance-sampling exponent at timestep 0; 0.4 is the paper's proportional-variant setting.
         beta_end: importance-sampling exponent reached after ``beta_steps`` and kept after (1 = full correction).
         beta_steps: number of ``sample()`` calls (gradient steps) over which beta moves from start to end.
         eps: added to ``|td_error|`` so no item's priority is 0 (an item with priority 0 is never sampled).

@@ -22,15 +22,19 @@ from rlrun.components.base import Component, trace
 
 class ComponentTest:
     def __init__(self, component: Component, input_spaces: dict[str, sp.Space] | None = None,
-                 batch_shape: tuple[int, ...] = (4,), seed: int = 0, device: str | torch.device = "cpu") -> None:
+                 batch_shape: tuple[int, ...] = (4,), seed: int = 0, device: str | torch.device = "cpu",
+                 sample_spaces: dict[str, sp.Space] | None = None) -> None:
+        """``input_spaces`` build the component; ``sample_spaces`` only describe further API arguments to sample
+        (e.g. episode-start flags), without being passed to ``build``."""
         self.component = component
-        self.input_spaces = dict(input_spaces or {})
+        self.input_spaces = {**dict(sample_spaces or {}), **dict(input_spaces or {})}
+        build_spaces = dict(input_spaces or {})
         self.batch_shape = tuple(batch_shape)
         self.rng = np.random.default_rng(seed)
         self.device = torch.device(device)
         torch.manual_seed(seed)
         if not component.built:
-            component.build(**self.input_spaces)
+            component.build(**build_spaces)
         component.to(self.device)
         self.calls: list[Any] = []
 

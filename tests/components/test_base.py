@@ -114,3 +114,24 @@ def test_tracing_is_off_by_default_and_nests() -> None:
             mlp(torch.zeros(1, 4))
         mlp(torch.zeros(1, 4))
     assert len(inner.calls) == 2 and len(outer.calls) == 2
+
+
+def test_default_names_are_snake_case_with_acronyms() -> None:
+    from rlrun.components.base import _snake
+
+    assert [_snake(n) for n in ("NatureCNN", "LSTMCore", "QHead", "ReplayMemory", "MLP")] == [
+        "nature_cnn", "lstm_core", "q_head", "replay_memory", "mlp"]
+
+
+def test_sample_spaces_are_sampled_but_not_built_from() -> None:
+    class Gate(Component):
+        def _build(self, x: sp.Space) -> None:
+            self.output_spaces["apply"] = x
+
+        @api
+        def apply(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return x * mask
+
+    test = ComponentTest(Gate("gate"), {"x": OBS}, sample_spaces={"mask": sp.Box(0, 1, (4,), np.float32)})
+    assert set(test.component.input_spaces) == {"x"}
+    assert test.call("apply").shape == (4, 4)

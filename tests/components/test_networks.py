@@ -63,12 +63,13 @@ def test_mlp_nested_dict_observation(batch_shape, activation):
 
 def test_flatten_observation_hand_example():
     """One record: pixels [[0..3],[4..7],[8..11]], pos [0.5, -0.5], mode 2, bits [1, 0]
-    -> [0, 1, ..., 11, 0.5, -0.5, 0, 0, 1, 1, 0] (keys in the Dict's order, mode one-hot of 3)."""
+    -> [0, 1, ..., 11, 0.5, -0.5, 1, 0, 0, 0, 1]: gymnasium sorts a Dict's keys, so "bits" comes before "mode"
+    (one-hot of 3: [0, 0, 1])."""
     flat = FlattenObservation()
     test = ComponentTest(flat, {"obs": NESTED}, batch_shape=(1,))
     obs = {"pixels": torch.arange(12, dtype=torch.uint8).reshape(1, 3, 4), "pos": torch.tensor([[0.5, -0.5]]),
            "status": {"mode": torch.tensor([2]), "bits": torch.tensor([[1, 0]], dtype=torch.int8)}}
-    expected = torch.tensor([list(range(12)) + [0.5, -0.5, 0.0, 0.0, 1.0, 1.0, 0.0]])
+    expected = torch.tensor([list(range(12)) + [0.5, -0.5, 1.0, 0.0, 0.0, 0.0, 1.0]])
     test.call("forward", obs=obs, expected=expected)
 
 

@@ -30,7 +30,7 @@ def test_random_batches_match_naive_reference(capacity):
         vals = rng.integers(0, 10, size=k).astype(np.float64) * (rng.random(k) > 0.25)
         tree_sum[idx] = vals
         tree_min[idx] = vals
-        for i, v in zip(idx, vals):  # sequential semantics: the last write to an index wins
+        for i, v in zip(idx, vals, strict=True):  # sequential semantics: the last write to an index wins
             ref[i] = v
             ref_set[i] = v
         np.testing.assert_array_equal(tree_sum.leaves(), ref)
