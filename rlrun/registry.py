@@ -165,8 +165,16 @@ def _register_builtins(r: Registry) -> None:
         ("memory", "rollout_buffer", "rollout_buffer:RolloutBuffer"),
         ("memory", "fifo_queue", "fifo_queue:FIFOQueue"),
         ("loss", "dqn", "losses:DQNLoss"),
+        ("loss", "ppo", "policy_losses:PPOLoss"),
+        ("loss", "a2c", "policy_losses:A2CLoss"),
+        ("loss", "impala", "policy_losses:IMPALALoss"),
         ("optimizer", "gradient_step", "optimizers:GradientStep"),
         ("optimizer", "synchronization", "optimizers:Synchronization"),
+        ("optimizer", "multi_step", "optimizers:MultiStep"),
+        ("optimizer", "natural_gradient", "optimizers:NaturalGradient"),
+        ("optimizer", "line_search", "optimizers:LineSearch"),
+        ("optimizer", "trpo", "optimizers:TRPOStep"),
+        ("optimizer", "evolution_strategies", "optimizers:EvolutionStrategies"),
     ]:
         r.register(kind, name, c + target)
     # Ops: pure tensor functions (rlrun/ops), registered so configs can name an estimator.

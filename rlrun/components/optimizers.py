@@ -109,6 +109,9 @@ class Synchronization(Component):
     """Target-network sync: hard copy every ``every`` calls of ``step`` (tau = 1) or Polyak with ``tau`` < 1."""
 
     def __init__(self, every: int = 1, tau: float = 1.0, name: str | None = None) -> None:
+        """``every``: calls of ``step`` between hard copies (used when ``tau`` = 1; the unit is whatever the caller
+        calls ``step`` per, DQN: gradient steps); ``tau``: Polyak coefficient, the share of the source mixed into
+        the target's parameters on every call (1 = hard copies); Polyak averages parameters and copies buffers."""
         super().__init__(name or "target_sync")
         if not 0.0 < tau <= 1.0:
             raise ValueError(f"tau must be in (0, 1], got {tau}")
@@ -122,8 +125,10 @@ class Synchronization(Component):
         """Count one call; sync ``target`` from ``source`` when due. Returns whether it synced."""
         self.calls += 1
         if self.tau < 1.0:
-            for s, t in zip(source.parameters(), target.parameters(), strict=False):
+            for s, t in zip(source.parameters(), target.parameters(), strict=True):
                 t.lerp_(s, self.tau)
+            for s, t in zip(source.buffers(), target.buffers(), strict=True):
+                t.copy_(s)
             return True
         if int(self.calls) % self.every == 0:
             target.load_state_dict(source.state_dict())

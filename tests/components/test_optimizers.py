@@ -356,7 +356,7 @@ def test_trpo_step_improves_surrogate_within_kl(max_kl):
     before = float(loss_fn()[0].detach())
     assert before == pytest.approx(-float(adv.mean()))
     info = ComponentTest(module).call("step", loss_fn, kl_fn)
-    after, kl = float(loss_fn()[0].detach()), float(kl_fn())
+    after, kl = float(loss_fn()[0].detach()), float(kl_fn().detach())
     assert info["accepted"] and after < before
     assert info["loss_after"] == pytest.approx(after) and info["kl"] == pytest.approx(kl)
     assert 0.1 * max_kl < kl <= max_kl

@@ -201,6 +201,8 @@ def test_a2c_treats_advantages_as_constants():
     loss = a2c_loss(t([LN(0.5), LN(0.25)]), returns - values, values, returns, vf_coef=0.5).total
     loss.backward()
     assert_close(values.grad, t([-0.25, 0.25]))
+    policy_only = a2c_policy_loss(t([LN(0.5), LN(0.25)]), returns - values)
+    assert not policy_only.requires_grad  # no path from the advantage into the loss
 
 
 @pytest.mark.parametrize("fn", ["ppo", "a2c", "impala"])

@@ -1,0 +1,1 @@
+"""rlrun benchmarks: each runnable alone (python -m benchmarks.<name>); results as JSON with a hardware fingerprint."""
