@@ -45,7 +45,11 @@ class ComponentTest:
         return sp.to_torch(space, sp.sample(space, shape, self.rng), self.device)
 
     def call(self, api_name: str, *args: Any, expected: Any = None, check_output: bool = True,
-             rtol: float | None = None, atol: float | None = None, **kwargs: Any) -> Any:
+             output_batch_ranks: int | None = None, rtol: float | None = None, atol: float | None = None,
+             **kwargs: Any) -> Any:
+        """Call an API method (arguments not given are sampled from their spaces) and check its output against
+        the declared output space with the test's batch ranks, or ``output_batch_ranks`` where the API returns
+        another number of leading ranks (e.g. a whole ``[T, B]`` rollout from a test with ``batch_shape=(B,)``)."""
         method = getattr(self.component, api_name)
         if not getattr(method, "_rlrun_api", False):
             raise AssertionError(f"{self.component.name}.{api_name} is not a declared API method; declared: "
@@ -60,8 +64,25 @@ class ComponentTest:
         if t.violations:
             raise AssertionError("component boundary violated: " + "; ".join(t.violations))
         space = self.component.output_spaces.get(api_name)
-        if check_output and space is not None and isinstance(out, torch.Tensor):
-            sp.check(space, out, batch_ranks=len(self.batch_shape), where=f"{self.component.name}.{api_name}()")
+        if check_output and space is not None:
+            ranks = len(self.batch_shape) if output_batch_ranks is None else output_batch_ranks
+            self._check_output(space, out, f"{self.component.name}.{api_name}()", ranks)
         if expected is not None:
             torch.testing.assert_close(out, expected, rtol=rtol, atol=atol)
         return out
+
+    def _check_output(self, space: sp.Space, out: Any, where: str, ranks: int) -> None:
+        """Every leaf of ``out`` fits its leaf of ``space`` with the test's batch ranks; a scalar leaf space may
+        also hold a value reduced over the batch (a loss). Leaves that are not tensors are not checked."""
+        if isinstance(out, torch.Tensor) and not sp.is_nested(space):
+            sp.check(space, out, batch_ranks=ranks, where=where)
+            return
+        if not sp.is_nested(space):
+            return
+        leaves = sp.flatten_space(space)
+        for key, value in sp.flatten(space, out).items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            leaf, name = leaves[key], f"{where}[{key}]"
+            reduced = sp.shape(leaf) == () and value.dim() == 0
+            sp.check(leaf, value, batch_ranks=0 if reduced else ranks, where=name)

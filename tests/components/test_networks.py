@@ -351,7 +351,7 @@ def test_lstm_core_step_by_step_equals_whole_sequence():
 def test_lstm_core_initial_state_and_gradients():
     core = LSTMCore(6)
     test = ComponentTest(core, {"x": sp.Box(-1, 1, (4,), np.float32)}, batch_shape=(3, 2))
-    h, c = test.call("initial_state", 2)
+    h, c = test.call("initial_state", 2, output_batch_ranks=1)
     sp.check(core.output_spaces["initial_state"], (h, c), batch_ranks=1)
     assert not h.any() and not c.any()
     x = test.sample("x")

@@ -36,7 +36,7 @@ def test_insert_get_shapes_and_time_order(copy):
         steps.append(records)
         test.call("insert", records=records)
     assert test.call("full")
-    out = test.call("get", copy=copy)
+    out = test.call("get", copy=copy, output_batch_ranks=2)
     sp.check(buf.output_spaces["get"], out, batch_ranks=2, where="rollout_buffer.get()")
     assert out["obs"]["frame"].shape == (T, B, 2, 2) and out["action"].shape == (T, B)
     assert out["reward"].tolist() == [[0.0, 1.0], [10.0, 11.0], [20.0, 21.0]]
