@@ -4,49 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import platform
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from rlrun.fingerprint import fingerprint as _fingerprint
 
 RESULTS = Path(__file__).parent / "results"
 
 
 def fingerprint() -> dict[str, Any]:
-    import importlib.metadata as md
-
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    versions = {}
-    for pkg in ("torch", "numpy", "gymnasium", "ale-py", "ray", "hydra-core", "mlflow-skinny"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = None
-    gpu = None
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            gpu = torch.cuda.get_device_name(0)
-    except ImportError:
-        pass
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version(),
-            "versions": versions, "commit": commit, "date": dt.datetime.now(dt.timezone.utc).isoformat()}
+    """The hardware/software fingerprint (rlrun.fingerprint), with this checkout's git commit."""
+    return _fingerprint(str(Path(__file__).resolve().parent))
 
 
 def time_per_call(fn: Callable[[], Any], min_time_s: float = 0.2, repeats: int = 5) -> float:

@@ -28,9 +28,28 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             graph_main(sys.argv[2:])
             return
+        if sys.argv[1:2] == ["eval"]:
+            from rlrun.evaluate import main as eval_main
+
+            eval_main(sys.argv[2:])
+            return
+        if sys.argv[1:2] == ["export"]:
+            from rlrun.export import main as export_main
+
+            export_main(sys.argv[2:])
+            return
+        if any(a.split("=", 1)[0].lstrip("+") == "resume" for a in sys.argv[1:]):
+            from rlrun.checkpoint import prepare_resume_argv
+
+            # Reads and checks the checkpoint before Hydra starts; points Hydra at the saved run directory.
+            sys.argv = [sys.argv[0], *prepare_resume_argv(sys.argv[1:])]
         _hydra_entry()
     except SystemExit:
         raise
+    except BrokenPipeError:
+        # The reader went away (rlrun --help | head): stop quietly, as the Python docs advise.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except KeyboardInterrupt:
         print("rlrun: interrupted", file=sys.stderr)
         sys.exit(130)
@@ -69,6 +88,8 @@ def describe_error(e: BaseException) -> tuple[str, int]:
         return str(e), EXIT_CONFIG
     if isinstance(e, MissingConfigException):
         text = " ".join(str(e).split("Config search path")[0].split())
+        if "Could not find 'hydra/sweeper/optuna'" in text:  # conf/hparams_search/ needs the optional extra
+            return f"{text}. The Optuna sweeper is optional: pip install 'rlrun[optuna]'.", EXIT_CONFIG
         return f"{text}. Fix the option name (rlrun --help lists every group's options).", EXIT_CONFIG
     if isinstance(e, OverrideParseException):
         return f"cannot parse the override: {' '.join(str(e).split())}", EXIT_CONFIG
@@ -105,16 +126,24 @@ def _hydra_entry() -> None:
 
     store_schemas()
     hydra_search_path.register()
+    from rlrun import sweep
+
+    sweep.register_resolvers()  # ${rlrun.sweep_dir:...} in hydra.sweep.dir (sweep.resume)
 
     @hydra.main(version_base="1.3", config_path="pkg://rlrun.conf", config_name="config")
     def _task(cfg):  # type: ignore[no-untyped-def]
         from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
 
         from rlrun.config import validate
         from rlrun.errors import RlrunError
         from rlrun.registry import RegistryError
         from rlrun.run import run_experiment
 
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            # One job of a sweep: a failure is reported and recorded, and the sweep goes on (rlrun/sweep.py).
+            return sweep.run_job(cfg, lambda c: run_experiment(validate(c), hydra_cfg.runtime.output_dir))
         try:
             validate(cfg)
             return run_experiment(cfg, HydraConfig.get().runtime.output_dir)
@@ -125,6 +154,8 @@ def _hydra_entry() -> None:
             report_and_exit(e)
 
     _task()
+    if sweep.exit_code:  # a sweep with failed jobs: each was reported when it failed, and in the summary table
+        sys.exit(sweep.exit_code)
 
 
 class ValidateConfig:

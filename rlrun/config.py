@@ -122,6 +122,14 @@ class MLflowConfig:
     experiment: str = "rlrun"
     flush_interval_s: float = 10.0
     """Metrics are buffered and sent in one batch at most this often (and at the end)."""
+    probe_timeout_s: float = 3.0
+    """Seconds to wait for an http(s) tracking server to answer before using the local fallback store."""
+    parent_run_id: Optional[str] = None
+    """Make this run a child of that MLflow run (tag mlflow.parentRunId); a sweep sets it for each job."""
+    run_id: Optional[str] = None
+    """Log to this existing MLflow run instead of creating one (a resumed run continues its MLflow run)."""
+    tags: dict[str, str] = field(default_factory=dict)
+    """Extra MLflow tags for the run; a sweep sets rlrun.group, rlrun.sweep_dir, rlrun.job_num, rlrun.overrides."""
 
 
 @dataclass
@@ -156,7 +164,27 @@ class StopConfig:
 class CheckpointConfig:
     interval_env_steps: Optional[int] = None
     """Env steps between checkpoints; null: only the final one."""
+    interval_minutes: Optional[float] = None
+    """Wall-clock minutes between checkpoints (whichever interval comes first); null: no time-based checkpoints."""
     at_end: bool = True
+    """Write a checkpoint when the run ends (not after an error: the last good one is kept)."""
+    replay: bool = True
+    """Include the replay memory (can be large); false: a resumed run starts with an empty memory (not exact)."""
+
+
+@dataclass
+class ExportConfig:
+    formats: list[str] = field(default_factory=lambda: ["torchscript"])
+    """Export the greedy acting policy at the end of a run to <run dir>/export/ in these formats (torchscript ->
+    policy.pt, onnx -> policy.onnx, needs the export extra); [] disables."""
+
+
+@dataclass
+class SweepConfig:
+    """Settings of a sweep (``rlrun -m``); ignored by a single run. See rlrun/sweep.py."""
+
+    resume: Optional[str] = None
+    """A sweep directory to resume (rlrun -m <same overrides> sweep.resume=DIR): its completed jobs are skipped."""
 
 
 @dataclass
@@ -172,6 +200,10 @@ class RunConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     return_window: int = 20
     """Episodes in the `episode/return_mean` figure."""
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    resume: Optional[str] = None
+    """A run directory (or checkpoint file) to continue from its last checkpoint: rlrun resume=<run dir>."""
+    export: ExportConfig = field(default_factory=ExportConfig)
 
 
 GROUPS = ("algo", "env", "device", "executor", "logger")
@@ -244,6 +276,14 @@ def validate(cfg: DictConfig) -> DictConfig:
             raise ConfigError(f"stop.{key}={value}: must be positive (or null to disable it).")
     if cfg.return_window < 1:
         raise ConfigError(f"return_window={cfg.return_window}: must be at least 1 episode.")
+    for key in ("interval_env_steps", "interval_minutes"):
+        value = cfg.checkpoint[key]
+        if value is not None and value <= 0:
+            raise ConfigError(f"checkpoint.{key}={value}: must be positive (or null to disable it).")
+    bad = [f for f in cfg.export.formats if f not in ("torchscript", "onnx")]
+    if bad:
+        raise ConfigError(f"export.formats: {', '.join(map(str, bad))} is not one of torchscript, onnx "
+                          f"(or [] to export nothing).")
     return cfg
 
 

@@ -19,7 +19,7 @@ import difflib
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
 PLUGIN_GROUP = "rlrun.plugins"
 

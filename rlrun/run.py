@@ -1,34 +1,55 @@
 """The run loop: build the objects a config names, call the plan's ``training_step`` until a stop condition,
-report metrics, write checkpoints and ``summary.json``.
+report metrics, write checkpoints, export the policy and write ``summary.json``.
 
 ``summary.json`` (in the run directory) is a contract read by tests and CI benchmark jobs; its keys:
 env_steps, frames, episodes, episode_return_mean (last ``return_window`` episodes), frames_per_second,
 env_steps_per_second, wall_time_s, stop_reason (env_steps | wall_time_s | episode_return_mean | interrupted |
-error), mlflow_run_id, run_name, run_dir, algo, env, seed, checkpoint.
+error), error (the message when stop_reason is error, else null), mlflow_run_id, run_name, run_dir, algo, env,
+seed, checkpoint, export (the exported policy files).
+
+Checkpoints (``rlrun/checkpoint.py``) are written every ``checkpoint.interval_env_steps`` env steps and/or
+``checkpoint.interval_minutes`` minutes and at the end; never with non-finite parameters, so after a divergence
+the last good one is kept. ``resume=<run dir>`` continues a run from its checkpoint: the same config (with
+compatible overrides), the same run directory, TensorBoard log and MLflow run, and, on the CPU with the local
+executor, the same numbers as a run that was never stopped.
+
+Interrupts: the first SIGINT/SIGTERM stops the run after the current iteration (so its final checkpoint is
+consistent); a second one stops it at once, keeping the last checkpoint written before.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
+import signal
+import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from rlrun import checkpoint as ckpt
 from rlrun.devices import resolve_device
+from rlrun.errors import RlrunError
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.registry import registry
 
 log = logging.getLogger(__name__)
 
 REPORT_INTERVAL_S = 1.0  # seconds between metric reports (TensorBoard/MLflow/console); the last one is always sent
+
+
+class NonFiniteError(RlrunError):
+    """A loss or the parameters became NaN or infinite: the run stops and keeps its last good checkpoint."""
+
+    exit_code = 1
 
 
 def seed_everything(seed: int) -> None:
@@ -58,19 +79,8 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def save_checkpoint(path: Path, algo: Any, counters: dict[str, Any], cfg: DictConfig) -> None:
-    """Write atomically: a crash while writing never leaves a corrupt file at ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"algo": algo.state_dict(), "counters": counters, "config": OmegaConf.to_container(cfg, resolve=True),
-             "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state()[1].tolist(),
-                     "python": repr(random.getstate())}}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
 class RunLoop:
-    """Counts env steps and episodes, checks stop conditions, reports metrics."""
+    """Counts env steps, episodes and iterations, checks stop conditions, reports metrics."""
 
     def __init__(self, cfg: DictConfig, frame_skip: int) -> None:
         self.stop_cfg = cfg.stop
@@ -79,6 +89,7 @@ class RunLoop:
         self.lengths: deque[int] = deque(maxlen=int(cfg.return_window))
         self.env_steps = 0
         self.episodes = 0
+        self.iterations = 0  # training_step() calls
         self.start = time.perf_counter()
         self._report_steps = 0
         self._report_time = self.start
@@ -91,6 +102,7 @@ class RunLoop:
         return float(np.mean(self.returns)) if self.returns else None
 
     def add(self, result: Any) -> None:
+        self.iterations += 1
         self.env_steps += result.env_steps
         self.episodes += len(result.episode_returns)
         self.returns.extend(result.episode_returns)
@@ -120,8 +132,123 @@ class RunLoop:
             out["episode/length_mean"] = float(np.mean(self.lengths))
         return out
 
+    def state_dict(self) -> dict[str, Any]:
+        """Counters and the return window; ``wall_time_s`` is the time trained so far (a resume continues it)."""
+        return {"env_steps": self.env_steps, "episodes": self.episodes, "iterations": self.iterations,
+                "returns": [float(r) for r in self.returns], "lengths": [int(n) for n in self.lengths],
+                "wall_time_s": self.wall_time_s}
 
-def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env_steps = int(state["env_steps"])
+        self.episodes = int(state["episodes"])
+        self.iterations = int(state["iterations"])
+        self.returns.clear()
+        self.returns.extend(state["returns"])
+        self.lengths.clear()
+        self.lengths.extend(state["lengths"])
+        self.start = time.perf_counter() - float(state["wall_time_s"])
+        self._report_steps, self._report_time = self.env_steps, time.perf_counter()
+
+
+class CheckpointSchedule:
+    """When the next periodic checkpoint is due: every ``interval_env_steps`` env steps (at multiples of it, so a
+    resumed run keeps the same schedule) and/or every ``interval_minutes`` of wall-clock time."""
+
+    def __init__(self, cfg: Any, env_steps: int) -> None:
+        self.steps = cfg.interval_env_steps
+        self.seconds = None if cfg.interval_minutes is None else float(cfg.interval_minutes) * 60.0
+        self._next_steps = None if self.steps is None else (env_steps // self.steps + 1) * self.steps
+        self._last_time = time.monotonic()
+
+    def due(self, env_steps: int) -> bool:
+        if self._next_steps is not None and env_steps >= self._next_steps:
+            return True
+        return self.seconds is not None and time.monotonic() - self._last_time >= self.seconds
+
+    def written(self, env_steps: int) -> None:
+        if self.steps is not None:
+            self._next_steps = (env_steps // self.steps + 1) * self.steps
+        self._last_time = time.monotonic()
+
+
+class _StopRequest:
+    """SIGINT/SIGTERM while training: the first asks the loop to stop after the current iteration, a second one
+    raises KeyboardInterrupt at once. Installed only in the main thread (signal handlers can live nowhere else)."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested is not None:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+        log.warning("%s: stopping after this iteration (again to stop at once)", self.requested)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _task_overrides() -> list[str]:
+    """The command line's config overrides when running under Hydra (empty otherwise)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def _resumed_config(cfg: DictConfig, overrides: Sequence[str] | None) -> tuple[DictConfig, Path, dict[str, Any]]:
+    """The config, run directory and checkpoint state of ``resume=<run dir or checkpoint>``."""
+    from rlrun.config import validate
+
+    path = ckpt.find_checkpoint(str(cfg.resume))
+    state = ckpt.load_checkpoint(path)
+    resumed = ckpt.resume_config(state["config"], cfg, _task_overrides() if overrides is None else overrides)
+    mlflow_state = state.get("mlflow") or {}
+    saved_uri = (state["config"].get("logger", {}).get("mlflow", {}) or {}).get("tracking_uri")
+    mlflow_cfg = resumed.logger.mlflow
+    if mlflow_state.get("run_id") and mlflow_cfg.enabled and mlflow_cfg.tracking_uri == saved_uri:
+        # The same store as before (resolved as it was then, whatever the working directory is now): append to
+        # the same MLflow run.
+        mlflow_cfg.tracking_uri = mlflow_state.get("tracking_uri") or saved_uri
+        mlflow_cfg.run_id = mlflow_state["run_id"]
+    return validate(resumed), ckpt.run_dir_of(path), state
+
+
+def _non_finite_metric(metrics: dict[str, Any]) -> tuple[str, float] | None:
+    """The first loss metric (a key with ``loss`` in its name) that is NaN or infinite."""
+    for key, value in metrics.items():
+        if "loss" in key:
+            v = float(value)
+            if not math.isfinite(v):
+                return key, v
+    return None
+
+
+def _tensorboard_restart(logger: MetricsLogger, step: int) -> None:
+    """Mark a restart at ``step`` in the TensorBoard log (a SessionLog START event, as SummaryWriter's
+    ``purge_step`` writes): TensorBoard then hides the events at or past it that a killed run logged after its
+    last checkpoint, so the resumed curves continue without a doubled stretch."""
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+    for sink in logger.sinks:
+        writer = getattr(sink, "writer", None)
+        if writer is not None and hasattr(writer, "_get_file_writer"):
+            writer._get_file_writer().add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+
+
+def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run one experiment into ``run_dir``; with ``cfg.resume`` set, continue that run instead (in its own run
+    directory; ``overrides``: the command line's overrides, default Hydra's, checked for compatibility)."""
+    resume_state = None
+    if cfg.get("resume"):
+        cfg, run_dir, resume_state = _resumed_config(cfg, overrides)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     seed = int(cfg.seed)
@@ -136,33 +263,73 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         executor.stop()
         raise
     loop = RunLoop(cfg, env_factory.spec.frame_skip)
-    logger = MetricsLogger.from_config(cfg.logger, run_dir, str(cfg.run_name), cfg.stop.env_steps)
-    logger.log_params(flatten_config(cfg))
-    checkpoint_path = run_dir / "checkpoints" / "latest.pt"
-    next_checkpoint = cfg.checkpoint.interval_env_steps
-    stop_reason, status = None, "FINISHED"
-    last_report = time.perf_counter()
     try:
-        while stop_reason is None:
-            result = algo.training_step()
-            loop.add(result)
-            stop_reason = loop.stop_reason()
-            now = time.perf_counter()
-            if stop_reason is not None or now - last_report >= REPORT_INTERVAL_S:
-                last_report = now
-                logger.log_metrics(loop.report({**result.metrics, **executor.timer.report()}), loop.env_steps)
-            if next_checkpoint is not None and loop.env_steps >= next_checkpoint:
-                save_checkpoint(checkpoint_path, algo, _counters(loop), cfg)
-                next_checkpoint += cfg.checkpoint.interval_env_steps
-    except KeyboardInterrupt:
-        stop_reason, status = "interrupted", "KILLED"
+        if resume_state is not None:  # before the loggers start: a checkpoint that does not fit changes nothing
+            _restore(resume_state, algo, executor, loop)
+        logger = MetricsLogger.from_config(cfg.logger, run_dir, str(cfg.run_name), cfg.stop.env_steps)
+        logger.log_params(flatten_config(cfg))
     except BaseException:
-        stop_reason, status = "error", "FAILED"
+        algo.stop()
         raise
+    if resume_state is not None:
+        # Last, after everything that may draw from them while being built (the loggers included).
+        ckpt.set_rng_state(resume_state["rng"])
+        _tensorboard_restart(logger, loop.env_steps + 1)
+    checkpoint_path = ckpt.checkpoint_path(run_dir)
+    last_good = int(resume_state["loop"]["env_steps"]) if resume_state is not None else None
+    schedule = CheckpointSchedule(cfg.checkpoint, loop.env_steps)
+
+    def write_checkpoint() -> None:
+        nonlocal last_good
+        bad = ckpt.non_finite_parameters(algo)
+        if bad:
+            raise NonFiniteError(f"non-finite parameters ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}) "
+                                 f"after iteration {loop.iterations} (env step {loop.env_steps}); "
+                                 f"{_kept(checkpoint_path, last_good)}")
+        ckpt.save_checkpoint(checkpoint_path, _checkpoint_state(cfg, algo, executor, loop, logger))
+        last_good = loop.env_steps
+        schedule.written(loop.env_steps)
+
+    stop_reason, status, error = None, "FINISHED", None
+    if resume_state is not None:
+        stop_reason = loop.stop_reason()  # a resumed run may have reached its stop condition already
+        if stop_reason is not None:
+            log.warning("resume: the run already reached its stop condition (%s) at env step %d; raise it to train "
+                        "on, e.g. stop.env_steps=%d", stop_reason, loop.env_steps, 2 * loop.env_steps)
+    last_report = time.perf_counter()
+    with _StopRequest() as stop_request:
+        try:
+            while stop_reason is None:
+                result = algo.training_step()
+                loop.add(result)
+                bad_metric = _non_finite_metric(result.metrics)
+                if bad_metric is not None:
+                    key, value = bad_metric
+                    raise NonFiniteError(f"non-finite loss: {key} = {value} at iteration {loop.iterations} (env step "
+                                         f"{loop.env_steps}). The run stopped; {_kept(checkpoint_path, last_good)}. "
+                                         f"Try a smaller algo.lr or check the rewards and observations.")
+                stop_reason = loop.stop_reason()
+                if stop_reason is None and stop_request.requested:
+                    stop_reason, status = "interrupted", "KILLED"
+                now = time.perf_counter()
+                if stop_reason is not None or now - last_report >= REPORT_INTERVAL_S:
+                    last_report = now
+                    logger.log_metrics(loop.report({**result.metrics, **executor.timer.report()}), loop.env_steps)
+                if schedule.due(loop.env_steps):
+                    write_checkpoint()
+            if cfg.checkpoint.at_end and last_good != loop.env_steps:
+                write_checkpoint()
+        except KeyboardInterrupt:
+            # A second signal: the state may be mid-iteration, so the last checkpoint written stays as it is.
+            stop_reason, status = "interrupted", "KILLED"
+        except BaseException as e:  # noqa: BLE001 - recorded in summary.json and the loggers, then raised
+            stop_reason, status, error = "error", "FAILED", e
+    wall = loop.wall_time_s
+    exported: list[str] = []
+    try:
+        if status != "FAILED" and cfg.export.formats:
+            exported = _export_at_end(algo, env_factory.spec, run_dir, list(cfg.export.formats), logger)
     finally:
-        wall = loop.wall_time_s
-        if status != "FAILED" and cfg.checkpoint.at_end:
-            save_checkpoint(checkpoint_path, algo, _counters(loop), cfg)
         algo.stop()
         mlflow_sink = next((s for s in logger.sinks if hasattr(s, "run_id")), None)
         summary = {
@@ -174,6 +341,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             "env_steps_per_second": loop.env_steps / max(wall, 1e-9),
             "wall_time_s": wall,
             "stop_reason": stop_reason,
+            "error": str(error) if isinstance(error, RlrunError) else (repr(error) if error is not None else None),
             "mlflow_run_id": mlflow_sink.run_id if mlflow_sink else None,
             "run_name": str(cfg.run_name),
             "run_dir": str(run_dir.resolve()),
@@ -181,14 +349,62 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             "env": str(cfg.env.id),
             "seed": seed,
             "checkpoint": str(checkpoint_path.resolve()) if checkpoint_path.exists() else None,
+            "export": exported,
         }
         write_json_atomic(run_dir / "summary.json", summary)
         logger.close(summary, status)
+    if error is not None:
+        raise error
     if status == "KILLED":
         raise KeyboardInterrupt
     return summary
 
 
-def _counters(loop: RunLoop) -> dict[str, Any]:
-    return {"env_steps": loop.env_steps, "episodes": loop.episodes, "returns": list(loop.returns),
-            "lengths": list(loop.lengths)}
+def _kept(path: Path, env_steps: int | None) -> str:
+    if env_steps is None:
+        return "no checkpoint had been written yet"
+    return f"the last good checkpoint (env step {env_steps}) is kept at {path}"
+
+
+def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, logger: MetricsLogger) -> dict:
+    include_replay = bool(cfg.checkpoint.replay)
+    sink = next((s for s in logger.sinks if hasattr(s, "run_id")), None)
+    return {
+        "algo": ckpt.algo_state(algo, include_replay),
+        "replay_included": include_replay,
+        "executor": executor.state_dict() if hasattr(executor, "state_dict") else None,
+        "loop": loop.state_dict(),
+        "rng": ckpt.rng_state(),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "mlflow": {"run_id": getattr(sink, "run_id", None), "tracking_uri": getattr(sink, "tracking_uri", None)},
+    }
+
+
+def _restore(state: dict[str, Any], algo: Any, executor: Any, loop: RunLoop) -> None:
+    """Put a checkpoint's state into freshly built objects (the global RNGs are set by the caller, last)."""
+    ckpt.load_algo_state(algo, state["algo"], bool(state.get("replay_included", True)))
+    exact = True
+    if state.get("executor") is not None and hasattr(executor, "load_state_dict"):
+        exact = executor.load_state_dict(state["executor"]) is not False
+    loop.load_state_dict(state["loop"])
+    if not exact:
+        log.warning("resume: the env copies run in subprocesses (executor.vector_mode=async), whose state is not "
+                    "in the checkpoint; they start from fresh resets, so this resume is not exact.")
+    if not state.get("replay_included", True):
+        log.warning("resume: the checkpoint has no replay memory (checkpoint.replay=false); it starts empty.")
+    log.info("resumed at env step %d (iteration %d)", loop.env_steps, loop.iterations)
+
+
+def _export_at_end(algo: Any, spec: Any, run_dir: Path, formats: list[str], logger: MetricsLogger) -> list[str]:
+    """Export the acting policy; a failure is a warning (the run's results stand without it)."""
+    from rlrun.export import export_policy
+
+    try:
+        paths = export_policy(algo.acting_policy(), spec, run_dir / "export", formats)
+    except Exception as e:  # noqa: BLE001
+        log.warning("export at the end of the run failed: %s", " ".join(str(e).split()) or type(e).__name__)
+        return []
+    if hasattr(logger, "log_artifact"):
+        for p in paths:
+            logger.log_artifact(p, "export")
+    return [str(p.resolve()) for p in paths]

@@ -42,5 +42,16 @@ class Algorithm:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         raise NotImplementedError(f"{type(self).__name__} must define load_state_dict()")
 
+    def acting_policy(self) -> Any:
+        """The component that chooses actions, ``get_actions(obs, explore)``: what ``rlrun eval`` runs without
+        exploration and ``rlrun export`` exports. Default: the ``agent`` attribute, when the plan has one."""
+        agent = getattr(self, "agent", None)
+        if agent is None or not callable(getattr(agent, "get_actions", None)):
+            from rlrun.errors import RlrunError
+
+            raise RlrunError(f"{type(self).__name__} has no acting policy (an 'agent' with get_actions(obs, explore)); "
+                             f"define acting_policy() to evaluate or export it.")
+        return agent
+
     def stop(self) -> None:
         self.executor.stop()

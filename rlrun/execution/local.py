@@ -58,6 +58,30 @@ class LocalExecutor:
         self._worker_sets.append(ws)
         return ws
 
+    def state_dict(self) -> dict[str, Any]:
+        """Every worker's state (observations, episode accumulators, env copies' state) for a checkpoint.
+
+        With ``vector_mode=async`` the env copies live in subprocesses and their state is not saved: a resumed run
+        starts them from fresh resets (weights, optimizer, replay and counters are still restored)."""
+        from rlrun.checkpoint import worker_state
+
+        return {"worker_sets": [[worker_state(w) for w in ws.workers] for ws in self._worker_sets]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore the workers' state; returns False where the env copies could not be restored exactly."""
+        from rlrun.checkpoint import set_worker_state
+        from rlrun.errors import CheckpointError
+
+        saved = state.get("worker_sets", [])
+        if [len(s) for s in saved] != [len(ws.workers) for ws in self._worker_sets]:
+            raise CheckpointError(f"the checkpoint holds {[len(s) for s in saved]} workers per worker set but the run "
+                                  f"has {[len(ws.workers) for ws in self._worker_sets]}")
+        exact = True
+        for ws, ws_state in zip(self._worker_sets, saved, strict=True):
+            for w, w_state in zip(ws.workers, ws_state, strict=True):
+                exact = set_worker_state(w, w_state) and exact
+        return exact
+
     def stop(self) -> None:
         for ws in self._worker_sets:
             ws.stop()

@@ -47,6 +47,12 @@ class MetricsLogger:
         for s in self.sinks:
             s.log_metrics(metrics, step)
 
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        """Store a file with the run (e.g. an exported model) in every sink that keeps artifacts (MLflow)."""
+        for s in self.sinks:
+            if hasattr(s, "log_artifact"):
+                s.log_artifact(path, artifact_path)
+
     def close(self, summary: dict[str, Any], status: str = "FINISHED") -> None:
         for s in self.sinks:
             try:

@@ -1,58 +1,192 @@
-"""An MLflow run per rlrun run: params (the flattened config), buffered metrics, summary and config artifacts.
+"""An MLflow run per rlrun run: params (the flattened config), buffered metrics, tags (seed, git commit, hardware
+fingerprint, sweep group), and artifacts (``protocol.json``, ``summary.json``, the composed config, and whatever
+``log_artifact`` is given, e.g. an exported model).
 
 Defaults to a local sqlite store, ``sqlite:///<working directory>/mlflow.db`` (an absolute URI; no server), with
-artifacts in ``<working directory>/mlartifacts``; ``logger.mlflow.tracking_uri`` points it anywhere else.
+artifacts in ``mlartifacts/`` beside the database; ``logger.mlflow.tracking_uri`` points it anywhere else.
 ``mlflow`` is imported here only (its import costs ~1.5 s). Metrics are buffered and sent in one ``log_batch``
-call at most every ``flush_interval_s`` seconds and at the end, so MLflow stays off the hot path. The run is
-created through ``MlflowClient`` with explicit ids, never through the fluent API's global state.
+call at most every ``flush_interval_s`` seconds and at the end, so MLflow stays off the hot path. Runs are
+created and linked through ``MlflowClient`` with explicit ids (a sweep job names its parent with
+``logger.mlflow.parent_run_id``), never through the fluent API's global state or an inherited ``MLFLOW_RUN_ID``.
+
+An unreachable tracking server never stops a run: an http(s) server is probed once with a short timeout, MLflow's
+HTTP retries are capped (they default to minutes), and on any failure, at the start or in the middle of the run,
+the sink prints one warning and continues in a local fallback store in the run directory,
+``<run dir>/mlflow_fallback/mlflow.db``: a new run there gets the params and tags again and every metric not yet
+sent, so the two stores together hold everything (TensorBoard is unaffected either way). Artifacts that are files
+of the run directory (summary.json, protocol.json, the config, an export) are not copied into the fallback store:
+they are in the run directory already.
 """
 
 from __future__ import annotations
 
-import logging
+import json
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any
-
-log = logging.getLogger(__name__)
+from typing import Any, Callable
+from urllib.parse import urlparse
 
 MAX_PARAMS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+FALLBACK_DIR = "mlflow_fallback"
+PROTOCOL_FILE = "protocol.json"
+
+# MLflow's own defaults retry a failed HTTP request 7 times with exponential backoff and wait 120 s for an answer:
+# minutes of a stalled run. These caps apply unless the user has set the variables.
+HTTP_ENV_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                     "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
+class MLflowUnavailable(Exception):
+    """The tracking store cannot be reached or refused a request."""
 
 
 def default_tracking_uri() -> str:
     return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
 
 
+def is_local_store(uri: str) -> bool:
+    return uri.startswith("sqlite:///") or uri.startswith("file:") or os.path.isabs(uri)
+
+
+def warn(message: str) -> None:
+    """One line on stderr, like rlrun's errors (Hydra's logging sends log records to stdout)."""
+    print(f"rlrun: warning: {message}", file=sys.stderr, flush=True)
+
+
+def limit_http_retries() -> None:
+    for key, value in HTTP_ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def probe(uri: str, timeout_s: float) -> None:
+    """Raise MLflowUnavailable unless an http(s) tracking server answers within ``timeout_s`` (any HTTP status
+    counts as an answer); other stores are not probed."""
+    if urlparse(uri).scheme not in ("http", "https"):
+        return
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", None) or e
+        raise MLflowUnavailable(f"tracking server {uri} is unreachable ({reason})") from None
+
+
+def artifact_root_for(uri: str) -> str | None:
+    """``mlartifacts/`` beside a sqlite database (absolute, so it does not depend on the working directory);
+    None (the server's choice) for other stores."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri()
+    return None
+
+
+def connect(uri: str, experiment: str, probe_timeout_s: float = 3.0) -> tuple[Any, str]:
+    """An ``MlflowClient`` for ``uri`` and the id of ``experiment`` (created if missing).
+
+    Raises MLflowUnavailable when the store cannot be reached or refuses the request.
+    """
+    from mlflow.tracking import MlflowClient
+
+    limit_http_retries()
+    probe(uri, probe_timeout_s)
+    try:
+        client = MlflowClient(tracking_uri=uri)
+        found = client.get_experiment_by_name(experiment)
+        if found is not None:
+            return client, found.experiment_id
+        return client, client.create_experiment(experiment, artifact_location=artifact_root_for(uri))
+    except Exception as e:  # noqa: BLE001 - whatever the store raises, the run goes on elsewhere
+        raise MLflowUnavailable(f"tracking store {uri} failed: {_one_line(e)}") from None
+
+
+def protocol_card(params: dict[str, Any]) -> dict[str, Any]:
+    """The env protocol card of a run, from its flattened config and gymnasium's registry: what a reader needs to
+    compare a score with another (env id, frame skip, episode limit, kwargs, package versions).
+
+    Atari-specific fields (sticky actions, full action space, preprocessing) join once the env factory has them.
+    """
+    from rlrun.fingerprint import package_versions
+
+    env = {k[len("env."):]: v for k, v in params.items() if k.startswith("env.")}
+    env_id = env.get("id")
+    kwargs = {k[len("kwargs."):]: v for k, v in env.items() if k.startswith("kwargs.")}
+    card: dict[str, Any] = {
+        "env_id": env_id, "env_factory": env.get("name"), "frame_skip": env.get("frame_skip", 1),
+        "max_episode_steps": env.get("max_episode_steps"), "env_kwargs": kwargs,
+        "seed": params.get("seed"), "return_window_episodes": params.get("return_window"),
+        "versions": {k: v for k, v in package_versions(("gymnasium", "ale-py")).items()},
+        "units": "max_episode_steps in agent steps; frames = agent steps x frame_skip",
+    }
+    try:
+        import gymnasium
+
+        spec = gymnasium.registry.get(env_id) if env_id else None
+    except ImportError:
+        spec = None
+    if spec is not None:
+        card["registered"] = {"entry_point": str(spec.entry_point), "max_episode_steps": spec.max_episode_steps,
+                              "reward_threshold": spec.reward_threshold, "nondeterministic": spec.nondeterministic,
+                              "kwargs": {k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
+                                         for k, v in spec.kwargs.items()}}
+        if card["max_episode_steps"] is None:
+            card["max_episode_steps"] = spec.max_episode_steps
+    return card
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return (text[:300] + "...") if len(text) > 300 else (text or type(e).__name__)
+
+
 class MLflowSink:
+    """One MLflow run; see the module docstring. ``run_id`` and ``tracking_uri`` name where the run really is
+    (the fallback store's after a failover)."""
+
     def __init__(self, cfg: Any, run_dir: Path, run_name: str) -> None:
         import mlflow  # noqa: F401 - the heavy import, only when MLflow logging is on
-        from mlflow.tracking import MlflowClient
+
+        from rlrun.fingerprint import fingerprint_tags
 
         self.cfg = cfg
         self.run_dir = Path(run_dir)
-        self.tracking_uri = cfg.tracking_uri or default_tracking_uri()
-        self.client = MlflowClient(tracking_uri=self.tracking_uri)
-        experiment = self.client.get_experiment_by_name(cfg.experiment)
-        if experiment is None:
-            artifact_root = None
-            if self.tracking_uri.startswith("sqlite:///") and cfg.tracking_uri is None:
-                artifact_root = (Path.cwd().resolve() / "mlartifacts").as_uri()
-            experiment_id = self.client.create_experiment(cfg.experiment, artifact_location=artifact_root)
-        else:
-            experiment_id = experiment.experiment_id
-        tags = {"rlrun.run_dir": str(self.run_dir.resolve())}
-        self.run = self.client.create_run(experiment_id, run_name=run_name, tags=tags)
-        self.run_id = self.run.info.run_id
+        self.run_name = run_name
+        self.primary_uri = cfg.tracking_uri or default_tracking_uri()
+        self.tracking_uri = self.primary_uri
+        self.fallback_uri: str | None = None  # set once the sink has failed over
+        self.client: Any = None  # None: MLflow logging is off for the rest of the run (both stores failed)
+        self.run_id: str | None = None
+        self.parent_run_id: str | None = getattr(cfg, "parent_run_id", None)
+        self.tags: dict[str, str] = {"rlrun.run_dir": str(self.run_dir.resolve()), **fingerprint_tags(),
+                                     **{str(k): str(v) for k, v in (getattr(cfg, "tags", None) or {}).items()}}
+        if self.parent_run_id:
+            self.tags["mlflow.parentRunId"] = str(self.parent_run_id)
+        self.params: dict[str, str] = {}
         self._buffer: list[Any] = []
+        self._artifacts: list[tuple[str, str | None]] = []  # logged so far, replayed into the fallback store
         self._last_flush = time.monotonic()
+        self._continued = False  # logging into an existing run (logger.mlflow.run_id)
+        try:
+            self.client, experiment_id = connect(self.primary_uri, cfg.experiment, float(cfg.probe_timeout_s))
+            self._start_run(experiment_id, getattr(cfg, "run_id", None))
+        except Exception as e:  # noqa: BLE001
+            self._fail_over(e)
+
+    # ------------------------------------------------------------ the Sink interface
 
     def log_params(self, params: dict[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
-        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self.run_id, params=items[i: i + MAX_PARAMS_PER_BATCH])
+        self.params.update({k: str(v)[:6000] for k, v in params.items()})
+        tags = {"rlrun.seed": params.get("seed"), "rlrun.algo": params.get("algo.name"),
+                "rlrun.env_id": params.get("env.id")}
+        self.tags.update({k: str(v) for k, v in tags.items() if v is not None})
+        card_path = self.run_dir / PROTOCOL_FILE
+        card_path.write_text(json.dumps(protocol_card(params), indent=2, sort_keys=True, default=str) + "\n")
+        self._call("log_params", self._send_params)
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
@@ -63,19 +197,108 @@ class MLflowSink:
             self.flush()
 
     def flush(self) -> None:
-        while self._buffer:
-            chunk, self._buffer = self._buffer[:1000], self._buffer[1000:]
-            self.client.log_batch(self.run_id, metrics=chunk)
+        while self._buffer and self.client is not None:
+            chunk = self._buffer[:MAX_METRICS_PER_BATCH]
+            if not self._call("log_metrics", lambda c=chunk: self.client.log_batch(self.run_id, metrics=c)):
+                break
+            del self._buffer[:len(chunk)]
         self._last_flush = time.monotonic()
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        """Upload a file (or a directory) now, e.g. an exported model; it follows the run into the fallback
+        store if the sink fails over later."""
+        path = str(path)
+        self._artifacts.append((path, artifact_path))
+        self._call("log_artifact", lambda: self._store_artifact(path, artifact_path))
 
     def close(self, summary: dict[str, Any], status: str) -> None:
         self.flush()
-        for name in ("summary.json", ".hydra/config.yaml"):
+        for name in ("summary.json", PROTOCOL_FILE, ".hydra/config.yaml"):
             path = self.run_dir / name
             if path.exists():
-                self.client.log_artifact(self.run_id, str(path))
-        self.client.set_terminated(self.run_id, status=status)
+                self.log_artifact(path)
+        self._call("set_terminated", lambda: self.client.set_terminated(self.run_id, status=status))
+        if self._buffer:
+            warn(f"MLflow: {len(self._buffer)} metric values could not be stored; they are in TensorBoard "
+                 f"({self.run_dir / 'tensorboard'}).")
 
+    # ------------------------------------------------------------ internals
 
-def is_local_store(uri: str) -> bool:
-    return uri.startswith("sqlite:///") or uri.startswith("file:") or os.path.isabs(uri)
+    def _start_run(self, experiment_id: str, existing_run_id: str | None) -> None:
+        self._continued = bool(existing_run_id)
+        if existing_run_id:
+            self.client.update_run(existing_run_id, status="RUNNING")
+            self.run_id = existing_run_id
+            self._send_tags()
+        else:
+            run = self.client.create_run(experiment_id, run_name=self.run_name, tags=self.tags)
+            self.run_id = run.info.run_id
+
+    def _store_artifact(self, path: str, artifact_path: str | None) -> None:
+        """Upload, except into the fallback store a file that is in the run directory already: copying it to
+        <run dir>/mlflow_fallback would only duplicate it (two summary.json files under one run directory)."""
+        if self.fallback_uri is not None and Path(path).resolve().is_relative_to(self.run_dir.resolve()):
+            return
+        self.client.log_artifact(self.run_id, path, artifact_path)
+
+    def _send_tags(self) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag(k, v[:5000]) for k, v in self.tags.items()])
+
+    def _send_params(self) -> None:
+        from mlflow.entities import Param
+
+        self._send_tags()
+        params = self.params
+        if self._continued:  # params of a continued run are already there; MLflow refuses to change a value
+            known = self.client.get_run(self.run_id).data.params
+            params = {k: v for k, v in params.items() if k not in known}
+        items = [Param(k, v) for k, v in params.items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=items[i: i + MAX_PARAMS_PER_BATCH])
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> bool:
+        """Run ``fn`` against the current store; on failure fail over once (then retry there) or turn off."""
+        if self.client is None:
+            return False
+        try:
+            fn()
+            return True
+        except Exception as e:  # noqa: BLE001 - MLflow must never stop a run
+            if self.fallback_uri is None:
+                self._fail_over(MLflowUnavailable(f"{what} on {self.primary_uri} failed: {_one_line(e)}"))
+                if self.client is not None:
+                    return self._call(what, fn)
+            else:
+                self._turn_off(f"{what} failed on the fallback store too: {_one_line(e)}")
+            return False
+
+    def _fail_over(self, error: BaseException) -> None:
+        """Continue in the local fallback store: a new run there with the params, tags and artifacts so far."""
+        folder = (self.run_dir / FALLBACK_DIR).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        uri = f"sqlite:///{folder / 'mlflow.db'}"
+        warn(f"MLflow: {_one_line(error)}. The run goes on; its MLflow data goes to the local fallback store {uri} "
+             f"(browse it with: mlflow ui --backend-store-uri {uri}); TensorBoard is unaffected.")
+        self.tags["rlrun.intended_tracking_uri"] = self.primary_uri
+        self.tags["rlrun.artifacts"] = "the files of the run directory (rlrun.run_dir) are its artifacts"
+        if self.run_id:
+            self.tags["rlrun.intended_run_id"] = self.run_id
+        (folder / "fallback.json").write_text(json.dumps(
+            {"reason": _one_line(error), "intended_tracking_uri": self.primary_uri,
+             "intended_run_id": self.run_id, "fallback_tracking_uri": uri}, indent=2) + "\n")
+        self.fallback_uri = self.tracking_uri = uri
+        try:
+            self.client, experiment_id = connect(uri, self.cfg.experiment)
+            self._start_run(experiment_id, None)
+            if self.params:
+                self._send_params()
+            for path, artifact_path in self._artifacts:
+                self._store_artifact(path, artifact_path)
+        except Exception as e:  # noqa: BLE001
+            self._turn_off(f"the fallback store {uri} failed too: {_one_line(e)}")
+
+    def _turn_off(self, message: str) -> None:
+        warn(f"MLflow: {message}; MLflow logging is off for the rest of this run (TensorBoard is unaffected).")
+        self.client = None

@@ -1,0 +1,188 @@
+"""``rlrun eval <run dir or checkpoint> [episodes=N] [seed=S] [--video DIR]``: run a checkpoint's policy without
+exploration (greedy actions) for N episodes on one fresh env copy and record the mean score.
+
+The result is printed, written to ``<run dir>/eval.json`` (atomically) and, when the run has an MLflow run, logged
+there as ``eval/return_mean`` (and ``eval/return_std``) at the checkpoint's env step, with eval.json as an
+artifact. ``--video DIR`` records every episode with gymnasium's RecordVideo (``render_mode=rgb_array``; needs
+the ``video`` extra: moviepy, and pygame for the classic-control envs).
+
+The first episode's reset is seeded with ``seed`` (default: the run's seed + 1000, so evaluation episodes are
+not the training run's first episodes); the following resets continue the env's generator, as gymnasium does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from rlrun import spaces as sp
+from rlrun.errors import RlrunError
+
+EVAL_SEED_OFFSET = 1000  # default eval seed = run seed + this
+
+
+@dataclass
+class EvalResult:
+    """Returns and lengths (agent steps) of the evaluated episodes, and their summary."""
+
+    returns: list[float]
+    lengths: list[int]
+    seed: int
+    video_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def return_mean(self) -> float:
+        return float(np.mean(self.returns))
+
+    @property
+    def return_std(self) -> float:
+        return float(np.std(self.returns))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"episodes": len(self.returns), "return_mean": self.return_mean, "return_std": self.return_std,
+                "return_min": float(np.min(self.returns)), "return_max": float(np.max(self.returns)),
+                "length_mean": float(np.mean(self.lengths)), "explore": False,
+                **{k: v for k, v in asdict(self).items() if k != "extra"}, **self.extra}
+
+
+def _batch_of_one(space: sp.Space, obs: Any, device: torch.device) -> Any:
+    flat = {k: np.asarray(v)[None] for k, v in sp.flatten(space, obs).items()}
+    return sp.to_torch(space, sp.unflatten(space, flat), device)
+
+
+def run_episodes(policy: Any, env: Any, obs_space: sp.Space, episodes: int, seed: int,
+                 device: torch.device | str = "cpu") -> tuple[list[float], list[int]]:
+    """Run ``episodes`` episodes of ``env`` choosing ``policy.get_actions(obs, explore=False)``; returns and lengths."""
+    device = torch.device(device)
+    returns: list[float] = []
+    lengths: list[int] = []
+    with torch.inference_mode():
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed if episode == 0 else None)
+            total, steps, done = 0.0, 0, False
+            while not done:
+                action = policy.get_actions(_batch_of_one(obs_space, obs, device), explore=False)
+                obs, reward, terminated, truncated, _ = env.step(action.cpu().numpy()[0])
+                total += float(reward)
+                steps += 1
+                done = bool(terminated or truncated)
+            returns.append(total)
+            lengths.append(steps)
+    return returns, lengths
+
+
+def make_env(env_cfg: Any, video_dir: Path | None) -> Any:
+    """One env copy from the run's env config; wrapped in RecordVideo (every episode) when ``video_dir`` is set."""
+    from omegaconf import OmegaConf
+
+    from rlrun.registry import registry
+
+    if video_dir is None:
+        return registry.build("env", env_cfg.name, env_cfg).make()
+    cfg = OmegaConf.merge(env_cfg, {"kwargs": {"render_mode": "rgb_array"}})
+    env = registry.build("env", cfg.name, cfg).make()
+    try:
+        from gymnasium.wrappers import RecordVideo
+
+        return RecordVideo(env, str(video_dir), episode_trigger=lambda i: True, name_prefix="eval",
+                           disable_logger=True)
+    except Exception as e:  # noqa: BLE001 - gymnasium's DependencyNotInstalled, or an env that cannot render
+        env.close()
+        raise RlrunError(f"--video: cannot record {env_cfg.id}: {' '.join(str(e).split())} (the video extra "
+                         f"installs what recording needs: pip install 'rlrun[video]')") from None
+
+
+def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, video_dir: Path | None = None,
+             write: bool = True) -> EvalResult:
+    """Evaluate the checkpoint of a run directory (or a checkpoint file); write eval.json and log to MLflow."""
+    from rlrun.export import restore
+
+    if episodes < 1:
+        raise RlrunError(f"episodes={episodes}: must be at least 1.")
+    restored = restore(target)
+    try:
+        seed = int(restored.cfg.seed) + EVAL_SEED_OFFSET if seed is None else int(seed)
+        env = make_env(restored.cfg.env, video_dir)
+        try:
+            returns, lengths = run_episodes(restored.policy(), env, restored.spec.observation_space, episodes, seed)
+        except Exception as e:
+            if video_dir is not None and "moviepy" in str(e).lower():
+                raise RlrunError(f"--video: {' '.join(str(e).split())}; pip install 'rlrun[video]'") from None
+            raise
+        finally:
+            env.close()
+    finally:
+        restored.close()
+    mlflow_state = restored.state.get("mlflow") or {}
+    result = EvalResult(returns, lengths, seed, str(video_dir.resolve()) if video_dir else None,
+                        {"checkpoint": str(restored.checkpoint), "checkpoint_env_steps": restored.env_steps,
+                         "algo": str(restored.cfg.algo.name), "env": str(restored.cfg.env.id),
+                         "mlflow_run_id": mlflow_state.get("run_id")})
+    if write:
+        path = restored.run_dir / "eval.json"
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+        result.extra["eval_json"] = str(path)
+        if mlflow_state.get("run_id") and mlflow_state.get("tracking_uri"):
+            _log_to_mlflow(mlflow_state["tracking_uri"], mlflow_state["run_id"], result, restored.env_steps, path)
+    return result
+
+
+def _log_to_mlflow(uri: str, run_id: str, result: EvalResult, step: int, path: Path) -> None:
+    """``eval/return_mean`` and ``eval/return_std`` at the checkpoint's env step, and eval.json as an artifact;
+    a failure is a warning (eval.json has the numbers)."""
+    try:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        client.log_metric(run_id, "eval/return_mean", result.return_mean, step=step)
+        client.log_metric(run_id, "eval/return_std", result.return_std, step=step)
+        client.log_artifact(run_id, str(path))
+    except Exception as e:  # noqa: BLE001 - MLflow never loses the result: it is in eval.json
+        print(f"rlrun: warning: MLflow: could not log the evaluation to run {run_id} at {uri}: "
+              f"{' '.join(str(e).split())[:300]}", file=sys.stderr)
+
+
+def main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(prog="rlrun eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("target", help="a run directory (its checkpoints/latest.pt) or a checkpoint file")
+    parser.add_argument("--episodes", type=int, default=10, help="episodes to run (also: episodes=N)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the first reset (also: seed=S); "
+                                                                "default: the run's seed + 1000")
+    parser.add_argument("--video", type=Path, default=None, metavar="DIR",
+                        help="record every episode as mp4 into DIR (gymnasium RecordVideo)")
+    args = parser.parse_args(_key_values_as_options(argv))
+    result = evaluate(args.target, args.episodes, args.seed, args.video)
+    spread = "" if len(result.returns) < 2 else f" ± {result.return_std:.1f}"
+    sys.stdout.write(f"eval: {len(result.returns)} episodes without exploration: return mean "
+                     f"{result.return_mean:.1f}{spread} (min {min(result.returns):.1f}, max "
+                     f"{max(result.returns):.1f}), checkpoint at env step {result.extra['checkpoint_env_steps']}; "
+                     f"wrote {result.extra['eval_json']}"
+                     f"{'' if result.video_dir is None else f'; videos in {result.video_dir}'}\n")
+    if not all(math.isfinite(r) for r in result.returns):
+        raise RlrunError("the evaluation returned a non-finite score")
+
+
+def _key_values_as_options(argv: Sequence[str]) -> list[str]:
+    """``episodes=5 seed=3`` (the key=value style of the rest of rlrun) as ``--episodes 5 --seed 3``."""
+    out: list[str] = []
+    for a in argv:
+        key, eq, value = a.partition("=")
+        if eq and not a.startswith("-") and key in ("episodes", "seed", "video"):
+            out += [f"--{key}", value]
+        elif eq and not a.startswith("-") and "/" not in key and not Path(a).exists():
+            raise RlrunError(f"rlrun eval: unknown setting {a!r}; the settings are episodes=N, seed=S, video=DIR.")
+        else:
+            out.append(a)
+    return out

@@ -1,0 +1,246 @@
+"""``rlrun export <run dir or checkpoint> [--format torchscript|onnx ...] [--out DIR]``: the acting policy as a
+standalone model: observations in, greedy actions out (the policy's ``get_actions(obs, explore=False)``).
+
+- TorchScript (``policy.pt``): ``torch.jit.trace`` then ``torch.jit.freeze``, so the file holds only what acting
+  uses (no replay memory, no target network, no optimizer); load it with ``torch.jit.load`` and call it on a batch
+  of observations ``[B, *obs_shape]``.
+- ONNX (``policy.onnx``, one self-contained file): ``torch.onnx.export``, input ``obs`` with a dynamic batch
+  dimension, output ``actions``; needs the ``export`` extra (``pip install 'rlrun[export]'``: onnx, onnxscript,
+  and onnxruntime to run it). Only for a single-array observation space.
+
+A run exports TorchScript by itself when it ends (``export.formats``, default ``[torchscript]``) into
+``<run dir>/export/``. This module also restores a checkpoint into a live algorithm without env workers
+(:func:`restore`), which ``rlrun eval`` uses too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from rlrun import spaces as sp
+from rlrun.errors import RlrunError
+
+FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
+
+
+class GreedyPolicy(nn.Module):
+    """Observations -> greedy actions: the acting policy without exploration, as a plain ``nn.Module``."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        return self.policy.get_actions(obs, explore=False)
+
+
+def example_obs(space: sp.Space, batch: int = 2, seed: int = 0, device: str | torch.device = "cpu") -> Any:
+    """A batch of observations sampled from ``space``, as torch tensors of the space's dtypes."""
+    return sp.to_torch(space, sp.sample(space, (batch,), seed=seed), device)
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise RlrunError(f"export format {fmt!r}: not one of {', '.join(FORMATS)}.")
+
+
+def export_torchscript(policy: nn.Module, obs_space: sp.Space, path: Path) -> Path:
+    """Trace and freeze ``GreedyPolicy(policy)`` on a sample batch and save it (atomically) to ``path``."""
+    module = GreedyPolicy(policy).eval()
+    obs = example_obs(obs_space, device=_device_of(policy))
+    try:
+        # torch 2.13 marks torch.jit deprecated (in favour of torch.export); it still works and is what C++
+        # (libtorch) and older deployments load.
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            traced = torch.jit.trace(module, (obs,), check_trace=False, strict=False)
+            frozen = torch.jit.freeze(traced, optimize_numerics=False)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            torch.jit.save(frozen, str(tmp))
+    except Exception as e:  # noqa: BLE001 - tracing errors are many and deep; one line for the user
+        raise RlrunError(f"TorchScript export failed: {_one_line(e)}") from None
+    os.replace(tmp, path)
+    return path
+
+
+def export_onnx(policy: nn.Module, obs_space: sp.Space, path: Path) -> Path:
+    """Export ``GreedyPolicy(policy)`` with ``torch.onnx.export`` (input ``obs``, dynamic batch; output
+    ``actions``) to one self-contained ``.onnx`` file."""
+    if sp.is_nested(obs_space):
+        raise RlrunError(f"ONNX export needs a single-array observation space, but this env's is "
+                         f"{sp.describe(obs_space)}; use --format torchscript.")
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError as e:
+        raise RlrunError(f"ONNX export needs the export extra ({e.name} is not installed): "
+                         f"pip install 'rlrun[export]'") from None
+    module = GreedyPolicy(policy).eval()
+    obs = example_obs(obs_space, device=_device_of(policy))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with _quiet_onnx(), torch.no_grad():
+            torch.onnx.export(module, (obs,), str(tmp), input_names=["obs"], output_names=["actions"],
+                              dynamic_shapes={"obs": {0: torch.export.Dim("batch")}}, dynamo=True,
+                              external_data=False, verbose=False)
+    except Exception as e:  # noqa: BLE001
+        tmp.unlink(missing_ok=True)
+        raise RlrunError(f"ONNX export failed: {_one_line(e)}") from None
+    os.replace(tmp, path)
+    return path
+
+
+def export_policy(policy: nn.Module, obs_space_or_spec: Any, out_dir: Path, formats: Sequence[str]) -> list[Path]:
+    """Export ``policy`` in each of ``formats`` into ``out_dir`` (``policy.pt``, ``policy.onnx``)."""
+    space = getattr(obs_space_or_spec, "observation_space", obs_space_or_spec)
+    for fmt in formats:
+        _check_format(fmt)
+    paths = []
+    for fmt in formats:
+        target = Path(out_dir) / FORMATS[fmt]
+        paths.append(export_torchscript(policy, space, target) if fmt == "torchscript"
+                     else export_onnx(policy, space, target))
+    return paths
+
+
+def _device_of(module: nn.Module) -> torch.device:
+    p = next(module.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+@contextlib.contextmanager
+def _quiet_onnx() -> Iterator[None]:
+    """torch.onnx's dynamo exporter logs progress and optional-op warnings (torchvision) to stdout/stderr."""
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    devnull = open(os.devnull, "w")  # noqa: SIM115
+    try:
+        with contextlib.redirect_stdout(devnull), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        devnull.close()
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text[:400] + ("..." if len(text) > 400 else "")
+
+
+# ---------------------------------------------------------------------------------------------------- restore
+
+
+class _NoWorkers:
+    """The worker set of an algorithm restored for inference: no env copies."""
+
+    workers: list = []
+    num_envs = 0
+
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
+        raise RlrunError("this algorithm was restored for inference (rlrun eval/export) and has no env workers")
+
+    def sync_weights(self, weights: Any = None) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class _NoEnvExecutor:
+    """An executor that builds no env workers: enough to construct an algorithm and load its weights."""
+
+    def __init__(self) -> None:
+        from rlrun.execution.timing import StageTimer
+
+        self.timer = StageTimer()
+
+    def worker_set(self, policy: Any, device: Any = "cpu") -> _NoWorkers:
+        return _NoWorkers()
+
+    def stop(self) -> None:
+        pass
+
+
+@dataclass
+class Restored:
+    """A checkpoint loaded into a live algorithm (no env workers): its config, env factory and acting policy."""
+
+    cfg: Any
+    run_dir: Path
+    checkpoint: Path
+    state: dict[str, Any]
+    algo: Any
+    env_factory: Any
+
+    @property
+    def spec(self) -> Any:
+        return self.env_factory.spec
+
+    @property
+    def env_steps(self) -> int:
+        return int(self.state["loop"]["env_steps"])
+
+    def policy(self) -> nn.Module:
+        return self.algo.acting_policy()
+
+    def close(self) -> None:
+        self.algo.stop()
+
+
+def restore(path: str | Path, device: str = "cpu") -> Restored:
+    """Load the checkpoint of a run directory (or a checkpoint file) into its algorithm, built on ``device``
+    without env workers; the replay memory is not loaded (acting does not need it)."""
+    from omegaconf import OmegaConf
+
+    from rlrun import checkpoint as ckpt
+    from rlrun.registry import registry
+
+    file = ckpt.find_checkpoint(path)
+    state = ckpt.load_checkpoint(file)
+    cfg = ckpt.typed_config(state["config"])
+    torch.set_num_threads(max(int(cfg.device.get("torch_threads", 1)), 1))
+    env_factory = registry.build("env", cfg.env.name, cfg.env)
+    algo = registry.get("algo", cfg.algo.name)(OmegaConf.to_object(cfg.algo), env_factory.spec, _NoEnvExecutor(),
+                                               torch.device(device), int(cfg.seed))
+    ckpt.load_algo_state(algo, ckpt.strip_replay(algo, state["algo"]), replay_included=False)
+    return Restored(cfg, ckpt.run_dir_of(file), file, state, algo, env_factory)
+
+
+# ---------------------------------------------------------------------------------------------------- command
+
+
+def main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(prog="rlrun export", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", help="a run directory (its checkpoints/latest.pt) or a checkpoint file")
+    parser.add_argument("--format", dest="formats", action="append", choices=sorted(FORMATS),
+                        help="torchscript (default) or onnx; repeat for both")
+    parser.add_argument("--out", type=Path, help="output directory (default: <run dir>/export)")
+    args = parser.parse_args(list(argv))
+    restored = restore(args.target)
+    try:
+        out = args.out or restored.run_dir / "export"
+        paths = export_policy(restored.policy(), restored.spec, out, args.formats or ["torchscript"])
+    finally:
+        restored.close()
+    for p in paths:
+        sys.stdout.write(f"wrote {p} (greedy policy of {restored.cfg.algo.name} on {restored.spec.id}, "
+                         f"checkpoint at env step {restored.env_steps})\n")

@@ -1,0 +1,194 @@
+"""``rlrun-plot <run dir | sweep dir> [--out FILE.png]``: learning curves and throughput, read from TensorBoard
+event files, written as a PNG.
+
+Left panel: ``episode/return_mean`` against frames (``counters/frames``: agent steps x frame skip); right panel:
+``perf/frames_per_s`` against frames. Runs are grouped by their overrides less the seed (the MLflow tag
+``rlrun.group`` of a sweep job), so a group is one setting over several seeds: its line is the mean over seeds
+and the band mean ± standard deviation (population, ddof=0), each seed's curve linearly interpolated onto a common
+grid spanning the frames that every seed reached (``aggregate``). A group of one run is drawn as it is, with no band.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rlrun.errors import RlrunError
+
+RETURN_TAG = "episode/return_mean"
+FPS_TAG = "perf/frames_per_s"
+FRAMES_TAG = "counters/frames"
+DEFAULT_OUT = "learning_curves.png"
+GRID_POINTS = 200  # points of the common grid a group's seeds are interpolated onto
+
+
+@dataclass
+class RunCurves:
+    """One run's curves: x in frames (or env steps when the run logged no ``counters/frames``)."""
+
+    run_dir: Path
+    overrides: list[str]
+    curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    x_is_frames: bool = True
+
+
+def find_runs(root: Path) -> list[Path]:
+    """``root`` itself if it is a run directory, else every run directory below it (a ``tensorboard/`` folder
+    with event files; a previous attempt's ``tensorboard.attempt-N`` is not one)."""
+    root = Path(root)
+    if (root / "tensorboard").is_dir():
+        return [root]
+    return sorted(p.parent for p in root.rglob("tensorboard")
+                  if p.is_dir() and any(p.glob("events.out.tfevents.*")))
+
+
+def read_run(run_dir: Path) -> RunCurves:
+    """The return and frames/s curves of a run, from its TensorBoard event files."""
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    acc = EventAccumulator(str(Path(run_dir) / "tensorboard"), size_guidance={SCALARS: 0})
+    acc.Reload()
+    tags = set(acc.Tags().get("scalars", []))
+
+    def series(tag: str) -> dict[int, float]:
+        return {e.step: e.value for e in acc.Scalars(tag)} if tag in tags else {}
+
+    frames = series(FRAMES_TAG)
+    run = RunCurves(Path(run_dir), _overrides(Path(run_dir)), x_is_frames=bool(frames))
+    for tag in (RETURN_TAG, FPS_TAG):
+        points = sorted(series(tag).items())
+        if points:
+            x = np.array([frames.get(step, step) if frames else step for step, _ in points], dtype=float)
+            run.curves[tag] = (x, np.array([v for _, v in points], dtype=float))
+    return run
+
+
+def _overrides(run_dir: Path) -> list[str]:
+    path = run_dir / ".hydra" / "overrides.yaml"
+    if not path.exists():
+        return []
+    from omegaconf import OmegaConf
+
+    return [str(o) for o in OmegaConf.load(path)]
+
+
+def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, mean, std)`` over curves: each curve ``(x_i, y_i)`` (x increasing) is interpolated linearly onto a
+    common grid spanning the largest first x to the smallest last x (where every curve has data): the union of the
+    curves' x values there, or ``points`` evenly spaced values if that union is larger. std is the population
+    standard deviation (ddof=0). One curve is returned as it is, with std 0."""
+    if len(curves) == 1:
+        x, y = curves[0]
+        return x, y, np.zeros_like(y)
+    lo = max(float(x[0]) for x, _ in curves)
+    hi = min(float(x[-1]) for x, _ in curves)
+    union = np.unique(np.concatenate([x for x, _ in curves]))
+    grid = union[(union >= lo) & (union <= hi)]
+    if hi < lo or len(grid) == 0:  # the curves do not overlap: compare their ends
+        grid = np.array([hi])
+    elif len(grid) > points:
+        grid = np.linspace(lo, hi, points)
+    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
+    return grid, ys.mean(axis=0), ys.std(axis=0)
+
+
+def group_runs(runs: list[RunCurves]) -> tuple[dict[str, list[RunCurves]], list[str]]:
+    """Runs grouped by their overrides less the seed; the labels keep only the overrides that differ between
+    groups. Returns ``({label: runs}, the overrides every run shares)``."""
+    from rlrun.sweep import group_of
+
+    keys = {id(r): group_of(r.overrides).split(" ") if r.overrides else [r.run_dir.name] for r in runs}
+    common = set.intersection(*(set(k) for k in keys.values())) if runs else set()
+    groups: dict[str, list[RunCurves]] = {}
+    for r in runs:
+        label = " ".join(o for o in keys[id(r)] if o not in common) or "all runs"
+        groups.setdefault(label, []).append(r)
+    return groups, sorted(o for o in common if o != "(defaults)")
+
+
+def plot(path: Path, out: Path | None = None) -> tuple[Path, int, int]:
+    """Write the PNG; return ``(file, runs, groups)``. Raises RlrunError when there is nothing to plot."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RlrunError(f"{path}: not a directory. Give a run directory (outputs/...) or a sweep directory "
+                         f"(multirun/...).")
+    run_dirs = find_runs(path)
+    if not run_dirs:
+        raise RlrunError(f"{path}: no TensorBoard event files below it (runs write them to <run dir>/tensorboard "
+                         f"unless logger.tensorboard.enabled=false).")
+    runs = [read_run(d) for d in run_dirs]
+    runs = [r for r in runs if r.curves]
+    if not runs:
+        raise RlrunError(f"{path}: the event files hold no {RETURN_TAG} or {FPS_TAG} scalars.")
+    groups, common = group_runs(runs)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    x_label = "frames" if all(r.x_is_frames for r in runs) else "env steps"
+    for (label, members), color in zip(groups.items(), _colors(len(groups)), strict=True):
+        for ax, tag in zip(axes, (RETURN_TAG, FPS_TAG), strict=True):
+            curves = [r.curves[tag] for r in members if tag in r.curves]
+            if not curves:
+                continue
+            x, mean, std = aggregate(curves)
+            ax.plot(x, mean, color=color, marker="o" if len(x) <= 30 else None, markersize=3,
+                    label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+            if len(curves) > 1:
+                ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+    for ax, tag in zip(axes, (RETURN_TAG, FPS_TAG), strict=True):
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(tag)
+        ax.grid(alpha=0.3)
+    axes[0].set_title("return (mean ± std over seeds)")
+    axes[1].set_title("throughput (mean ± std over seeds)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if not handles:
+        handles, labels = axes[1].get_legend_handles_labels()
+    one_row = len(labels) <= 3
+    fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1) if one_row else 1, fontsize=8,
+               frameon=False)
+    shared = " ".join(common)
+    fig.suptitle(f"{path}" + (f"\n{shared[:160]}" if shared else ""), fontsize=9)
+    fig.tight_layout(rect=(0, 0.1 if one_row else min(0.05 + 0.04 * len(labels), 0.5), 1, 1))
+    out = Path(out) if out is not None else path / DEFAULT_OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out, len(runs), len(groups)
+
+
+def _colors(n: int) -> list:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="rlrun-plot",
+        description="Learning curves (episode/return_mean vs frames, mean ± std over seeds) and frames/s of a run "
+                    "or a sweep, from its TensorBoard event files, as a PNG.")
+    parser.add_argument("path", help="a run directory (outputs/...) or a sweep directory (multirun/...)")
+    parser.add_argument("--out", help=f"the PNG to write (default: <path>/{DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    try:
+        out, n_runs, n_groups = plot(Path(args.path), Path(args.out) if args.out else None)
+    except RlrunError as e:
+        print(f"rlrun-plot: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"rlrun-plot: wrote {out} ({n_runs} run{'s' if n_runs != 1 else ''} in {n_groups} "
+          f"group{'s' if n_groups != 1 else ''})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""``rlrun eval`` (rlrun/evaluate.py): a checkpoint's policy without exploration for N episodes; the mean score
+printed, written to eval.json and logged to the run's MLflow run; optional video with gymnasium's RecordVideo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import run_rlrun
+
+from rlrun.errors import RlrunError
+from rlrun.evaluate import EVAL_SEED_OFFSET, _key_values_as_options, evaluate
+from rlrun.export import restore
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> Path:
+    """800 env steps of DQN on CartPole (in this process) with an MLflow run in a store of its own."""
+    from rlrun.graph_command import compose
+    from rlrun.run import run_experiment
+
+    root = tmp_path_factory.mktemp("eval")
+    cfg = compose(["stop.env_steps=800", "algo.learning_starts=100", "algo.hidden_sizes=[32]", "seed=2",
+                   "export.formats=[]", "logger.tensorboard.enabled=false", "logger.console.enabled=false",
+                   f"logger.mlflow.tracking_uri=sqlite:///{root / 'mlflow.db'}"])
+    run_experiment(cfg, root / "run")
+    return root / "run"
+
+
+def naive_greedy_returns(run_dir: Path, episodes: int, seed: int) -> list[float]:
+    """A deliberately plain reference: gym.make, argmax of the restored Q-network, reset(seed) once."""
+    restored = restore(run_dir)
+    env = gym.make("CartPole-v1")
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)
+        total, done = 0.0, False
+        while not done:
+            with torch.no_grad():
+                action = int(restored.algo.agent.q(torch.as_tensor(obs)[None]).argmax())
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+    restored.close()
+    return returns
+
+
+def test_rlrun_eval_records_the_mean_score(trained_run: Path, tmp_path: Path) -> None:
+    proc = run_rlrun(["eval", str(trained_run), "episodes=3"], tmp_path, check=True)
+    result = json.loads((trained_run / "eval.json").read_text())
+    expected = naive_greedy_returns(trained_run, 3, seed=2 + EVAL_SEED_OFFSET)
+    assert result["returns"] == expected and result["episodes"] == 3 and result["explore"] is False
+    assert result["return_mean"] == pytest.approx(np.mean(expected))
+    assert result["checkpoint_env_steps"] == 800 and result["seed"] == 2 + EVAL_SEED_OFFSET
+    assert sum(result["lengths"]) == sum(expected)  # CartPole: reward 1 per step
+    assert f"return mean {np.mean(expected):.1f}" in proc.stdout and "3 episodes without exploration" in proc.stdout
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{trained_run.parent / 'mlflow.db'}")
+    history = client.get_metric_history(result["mlflow_run_id"], "eval/return_mean")
+    assert [(m.step, m.value) for m in history] == [(800, pytest.approx(np.mean(expected)))]
+
+
+def test_evaluation_is_greedy_and_seeded(trained_run: Path) -> None:
+    """Same seed, same episodes; the score differs from the exploring policy's (epsilon is still high here)."""
+    a = evaluate(trained_run, episodes=2, seed=7, write=False)
+    b = evaluate(trained_run, episodes=2, seed=7, write=False)
+    assert a.returns == b.returns == naive_greedy_returns(trained_run, 2, seed=7)
+    assert a.lengths == [int(r) for r in a.returns]
+
+
+def test_video_recording(trained_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("moviepy")
+    pytest.importorskip("pygame")
+    result = evaluate(trained_run, episodes=1, seed=0, video_dir=tmp_path / "videos", write=False)
+    videos = sorted((tmp_path / "videos").glob("*.mp4"))
+    assert len(videos) == 1 and videos[0].stat().st_size > 1000, videos
+    assert result.video_dir == str((tmp_path / "videos").resolve())
+
+
+def test_bad_eval_input_is_one_clear_error(trained_run: Path) -> None:
+    with pytest.raises(RlrunError, match="episodes=0: must be at least 1"):
+        evaluate(trained_run, episodes=0)
+    with pytest.raises(RlrunError, match="unknown setting 'episode=3'"):
+        _key_values_as_options([str(trained_run), "episode=3"])
+    assert _key_values_as_options(["run", "episodes=4", "seed=1"]) == ["run", "--episodes", "4", "--seed", "1"]

@@ -1,0 +1,257 @@
+"""``rlrun resume=<run dir>``: "train 2N env steps" equals "train N, stop, resume, train N" -- and equals "train,
+get killed with SIGKILL after a checkpoint, resume" -- bitwise, on the CPU with executor=local: every tensor of
+the algorithm state (Q-network, target network, Adam moments and step counts, replay storage and its generator,
+epsilon schedule, target-sync counter), the run loop's counters and return window, the global RNGs and the env
+copies' state. Also: the resumed run appends to the same TensorBoard log and MLflow run; an incompatible override
+and a truncated checkpoint are refused with one clear line, leaving the run directory untouched; SIGINT stops a
+run after its current iteration with a consistent final checkpoint.
+
+N = 400 env steps of CartPole (100 iterations of 4 agent steps), a 32-unit network, learning from env step 100:
+about 1,200 gradient steps in all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import RLRUN, run_rlrun
+
+from rlrun import checkpoint as ckpt
+
+N = 400
+COMMON = ["algo.learning_starts=100", "algo.hidden_sizes=[32]", "algo.batch_size=32", "algo.buffer_size=5000",
+          "algo.target_update_every=50", "algo.epsilon_decay_steps=600", "export.formats=[]",
+          "logger.console.interval_s=0.2"]
+
+
+def final_state(run_dir: Path) -> dict:
+    return ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))
+
+
+def assert_same(a, b, path="state"):
+    """Recursive equality; tensors with torch.equal (bitwise, with dtype)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), f"{path}: keys differ: {set(a) ^ set(b)}"
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: lengths {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), f"{path}: tensors differ"
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def without_unseeded_spaces(executor_state: dict) -> dict:
+    """The executor state less the generators of the gymnasium spaces that nobody seeds (each env's own action and
+    observation spaces: gymnasium seeds them from OS entropy on first use, so they differ between any two runs; no
+    rlrun code draws from them). The vector env's action space, which the worker seeds, stays."""
+    def strip(layer: dict, keep: tuple[str, ...] = ()) -> dict:
+        return {**layer, "spaces": {k: v for k, v in layer["spaces"].items() if k in keep}}
+
+    out = []
+    for ws in executor_state["worker_sets"]:
+        workers = []
+        for w in ws:
+            envs = w["envs"]
+            workers.append({**w, "envs": {"vector": strip(envs["vector"], ("action_space",)),
+                                          "envs": [[strip(layer) for layer in e] for e in envs["envs"]]}})
+        out.append(workers)
+    return {"worker_sets": out}
+
+
+def assert_same_training_state(a: dict, b: dict) -> None:
+    assert_same(a["algo"], b["algo"], "algo")
+    assert a["algo"]["gradient_steps"] > 500  # the comparison covers real learning
+    loop_a = {k: v for k, v in a["loop"].items() if k != "wall_time_s"}
+    loop_b = {k: v for k, v in b["loop"].items() if k != "wall_time_s"}
+    assert_same(loop_a, loop_b, "loop")
+    assert_same(a["rng"], b["rng"], "rng")
+    assert_same(without_unseeded_spaces(a["executor"]), without_unseeded_spaces(b["executor"]), "executor")
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory) -> Path:
+    """The uninterrupted run: 2N env steps (in this process, to save a process start; the CLI runs the same
+    run_experiment, and the comparisons below show that both give the same numbers)."""
+    from rlrun.graph_command import compose
+    from rlrun.run import run_experiment
+
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    run_experiment(compose([*COMMON, "logger=none", f"stop.env_steps={2 * N}"]), run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def reference(reference_run: Path) -> dict:
+    return final_state(reference_run)
+
+
+def test_stop_then_resume_equals_an_uninterrupted_run(reference: dict, tmp_path: Path) -> None:
+    """Train N (TensorBoard + MLflow on), stop; resume=<run dir> stop.env_steps=2N. Same numbers as the reference;
+    same run directory, TensorBoard log directory and MLflow run, with steps continuing past N. (In this process,
+    through run_experiment with the command line's overrides; the SIGKILL test below goes through the CLI.)"""
+    from rlrun.graph_command import compose
+    from rlrun.run import run_experiment
+
+    run_dir = tmp_path / "run"
+    logger = [f"logger.mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "logger.console.enabled=false"]
+    first = run_experiment(compose([*COMMON, *logger, f"stop.env_steps={N}"]), run_dir)
+    assert first["env_steps"] == N
+    overrides = [f"resume={run_dir}", f"stop.env_steps={2 * N}"]
+    summary = run_experiment(compose(overrides), tmp_path / "unused", overrides=overrides)
+    assert not (tmp_path / "unused").exists()  # a resumed run writes into its own run directory
+    assert_same_training_state(final_state(run_dir), reference)
+
+    assert summary["env_steps"] == 2 * N and summary["run_dir"] == str(run_dir.resolve())
+    assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 2 * N
+    assert summary["mlflow_run_id"] == first["mlflow_run_id"] is not None
+    assert summary["wall_time_s"] > first["wall_time_s"]  # the training time continues
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "tensorboard"))
+    acc.Reload()
+    steps = [e.step for e in acc.Scalars("counters/env_steps")]
+    assert steps == sorted(steps) and steps[-1] == 2 * N and any(s <= N for s in steps)
+    assert len(list((run_dir / "tensorboard").glob("events.out.tfevents.*"))) >= 2  # one log dir, two writers
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    history = [m.step for m in client.get_metric_history(summary["mlflow_run_id"], "counters/env_steps")]
+    assert min(history) <= N and max(history) == 2 * N
+    run = client.get_run(summary["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.params["stop.env_steps"] == str(N)  # params are not rewritten
+    assert len(client.search_runs([run.info.experiment_id])) == 1
+
+
+def test_sigkill_after_a_checkpoint_then_resume_equals_an_uninterrupted_run(reference: dict, workdir: Path) -> None:
+    """Checkpoints every 40 env steps; the process is killed with SIGKILL (no cleanup at all) once a checkpoint
+    past the start of learning exists; resume=<run dir> continues from it to 2N: same numbers as the reference."""
+    run_dir = workdir / "run"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.Popen([RLRUN, *COMMON, "logger=none", f"stop.env_steps={2 * N}",
+                             "checkpoint.interval_env_steps=40", f"hydra.run.dir={run_dir}"],
+                            cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    path = ckpt.checkpoint_path(run_dir)
+    killed_at = None
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if path.exists():
+                steps = ckpt.load_checkpoint(path)["loop"]["env_steps"]
+                if steps >= 200:
+                    proc.send_signal(signal.SIGKILL)
+                    killed_at = steps
+                    break
+            time.sleep(0.01)
+    finally:
+        if proc.poll() is None and killed_at is None:
+            proc.kill()
+        proc.wait(timeout=30)
+    assert killed_at is not None and proc.returncode == -signal.SIGKILL, (
+        f"the run ended before it could be killed (exit {proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
+    assert not (run_dir / "summary.json").exists()  # it really died without cleaning up
+    saved = ckpt.load_checkpoint(path)["loop"]["env_steps"]
+    assert killed_at <= saved < 2 * N
+
+    out = run_rlrun([f"resume={run_dir}"], workdir, check=True)
+    assert f"resumed at env step {saved}" in out.stdout
+    assert_same_training_state(final_state(run_dir), reference)
+    assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 2 * N
+
+
+def test_sigint_stops_after_the_iteration_with_a_consistent_checkpoint(tmp_path: Path) -> None:
+    """The first SIGINT ends the run after the current iteration (KeyboardInterrupt out of run_experiment, which
+    the CLI turns into exit 130), with stop_reason interrupted and a final checkpoint whose counters agree with
+    each other (the algorithm's env steps = the run loop's). The signal is sent to this process once the run has
+    written its first checkpoint, so the run's handler is in place."""
+    import threading
+
+    from rlrun.graph_command import compose
+    from rlrun.run import run_experiment
+
+    run_dir = tmp_path / "run"
+    path = ckpt.checkpoint_path(run_dir)
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=interrupt)
+    thread.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(compose([*COMMON, "logger=none", "stop.env_steps=1000000",
+                                    "checkpoint.interval_env_steps=40"]), run_dir)
+    finally:
+        thread.join()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted" and 40 <= summary["env_steps"] < 1000000
+    state = final_state(run_dir)
+    assert state["loop"]["env_steps"] == state["algo"]["env_steps"] == summary["env_steps"]
+
+
+def snapshot(directory: Path) -> dict[str, tuple[str, int]]:
+    return {str(p.relative_to(directory)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def finished_run(reference_run: Path, tmp_path: Path) -> Path:
+    """A copy of a finished run, to resume with bad input."""
+    shutil.copytree(reference_run, tmp_path / "copy")
+    return tmp_path / "copy"
+
+
+def test_an_incompatible_override_is_refused(finished_run: Path, tmp_path: Path) -> None:
+    """(Each kind of incompatible key is tested on resume_config in tests/test_checkpoint.py.)"""
+    before = snapshot(finished_run)
+    proc = run_rlrun([f"resume={finished_run}", "algo.lr=0.5", "stop.env_steps=2000"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlrun: error: resume: "), proc.stderr
+    assert "algo.lr=0.5 (the run has algo.lr=0.001)" in lines[0] and "start a new run" in lines[0]
+    assert snapshot(finished_run) == before
+
+
+def test_a_truncated_checkpoint_is_refused_and_the_run_dir_left_untouched(finished_run: Path,
+                                                                          tmp_path: Path) -> None:
+    """(Tampered and other damaged files: tests/test_checkpoint.py; the CLI reads them through the same loader.)"""
+    path = ckpt.checkpoint_path(finished_run)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 2 // 3])
+    before = snapshot(finished_run)
+    proc = run_rlrun([f"resume={finished_run}", "stop.env_steps=2000"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "truncated or corrupt checkpoint" in lines[0] and str(path) in lines[0], proc.stderr
+    assert snapshot(finished_run) == before
+
+
+def test_resuming_a_run_that_reached_its_stop_condition_trains_no_further(finished_run: Path) -> None:
+    from rlrun.graph_command import compose
+    from rlrun.run import run_experiment
+
+    path = ckpt.checkpoint_path(finished_run)
+    before = path.read_bytes()
+    overrides = [f"resume={finished_run}", "logger=none"]
+    summary = run_experiment(compose(overrides), finished_run, overrides=overrides)
+    assert summary["env_steps"] == 2 * N and summary["stop_reason"] == "env_steps"
+    assert path.read_bytes() == before  # no extra iteration, no new checkpoint
