@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -12,6 +14,24 @@ from typing import Any, Callable
 from rlrun.fingerprint import fingerprint as _fingerprint
 
 RESULTS = Path(__file__).parent / "results"
+
+# Environment variables of the suite runner (benchmarks/runner.py, ``rlrun-bench``); unset for a standalone run.
+RESULTS_ENV = "RLRUN_BENCH_RESULTS"  # results folder instead of benchmarks/results (tests point it at a tmp dir)
+OUT_ENV = "RLRUN_BENCH_OUT"  # the runner collects the record from this file (and logs it itself)
+LOG_ENV = "RLRUN_BENCH_LOG"  # "0": a standalone run does not log its figures to TensorBoard/MLflow
+
+
+def results_dir() -> Path:
+    """Where result files go: ``$RLRUN_BENCH_RESULTS`` if set, else ``benchmarks/results``."""
+    return Path(os.environ.get(RESULTS_ENV) or RESULTS)
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages (other work on the shared cores skews every figure)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not available on this platform
+        return []
 
 
 def fingerprint() -> dict[str, Any]:
@@ -56,10 +76,45 @@ def interleaved_ratio(fn: Callable[[], Any], baseline: Callable[[], Any], rounds
 
 
 def write_result(name: str, figures: dict[str, Any], command: str) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    """Write one result record ``{"benchmark", "command", "hardware", "figures", "load_average"}`` as JSON.
+
+    Standalone: to ``<results>/<date>-<commit>-<name>.json``, then its numeric figures are logged to TensorBoard
+    (``<results>/tb/``) and MLflow (benchmarks/tracking.py; ``RLRUN_BENCH_LOG=0`` turns that off). Under the suite
+    runner (``$RLRUN_BENCH_OUT`` set): to that file only; the runner merges, compares and logs the records.
+    """
     fp = fingerprint()
+    record = {"benchmark": name, "command": command, "hardware": fp, "figures": figures,
+              "load_average": load_average()}
+    text = json.dumps(record, indent=2, sort_keys=True, default=_json_default) + "\n"
+    collected = os.environ.get(OUT_ENV)
+    if collected:
+        path = Path(collected)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+    folder = results_dir()
+    folder.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
-    path = RESULTS / f"{stamp}-{fp['commit'] or 'nocommit'}-{name}.json"
-    path.write_text(json.dumps({"benchmark": name, "command": command, "hardware": fp, "figures": figures},
-                               indent=2, sort_keys=True) + "\n")
+    path = folder / f"{stamp}-{fp['commit'] or 'nocommit'}-{name}.json"
+    path.write_text(text)
+    if os.environ.get(LOG_ENV, "1") != "0":
+        try:
+            from benchmarks.tracking import log_records
+
+            log_records([record], folder, suite=name, command=command)
+        except Exception as e:  # noqa: BLE001 - the JSON file is written; logging is a convenience
+            print(f"rlrun-bench: warning: logging {name} to TensorBoard/MLflow failed: {e}", file=sys.stderr)
     return path
+
+
+def _json_default(value: Any) -> Any:
+    """numpy scalars and other number-likes in figures are written as plain numbers (else as text)."""
+    if type(value).__name__ == "bool_":  # numpy bool
+        return bool(value)
+    for cast in (int, float):
+        try:
+            if cast(value) == value:
+                return cast(value)
+        except (TypeError, ValueError):
+            pass
+    return str(value)

@@ -27,34 +27,37 @@ from rlrun.errors import ConfigError
 
 @dataclass
 class DQNConfig:
-    """Double DQN (van Hasselt et al., 2016) with a target network and uniform replay (Mnih et al., 2015)."""
+    """Double DQN (van Hasselt et al., 2016) with a target network and uniform replay (Mnih et al., 2015).
+
+    The defaults are conf/algo/dqn.yaml's (kept equal to it): tuned for CartPole-v1 on 2 CPU cores.
+    """
 
     name: str = "dqn"
     lr: float = 1e-3
     """Adam learning rate."""
     gamma: float = 0.99
     """Discount factor per agent step."""
-    batch_size: int = 64
+    batch_size: int = 256
     """Transitions per gradient step."""
-    buffer_size: int = 50_000
+    buffer_size: int = 100_000
     """Replay capacity, in transitions."""
     learning_starts: int = 1_000
     """Env steps collected with the initial policy before the first gradient step."""
-    train_every: int = 1
-    """Env steps (summed over env copies) per gradient step: the inverse of the replay ratio."""
-    rollout_steps: int = 4
-    """Agent steps per env copy collected by one call of training_step()."""
+    train_every: int = 4
+    """Env steps (summed over env copies) per gradient step: replay ratio = batch_size / train_every."""
+    rollout_steps: int = 16
+    """Agent steps per env copy collected by one call of training_step() (its gradient steps follow it)."""
     target_update_every: int = 500
     """Gradient steps between hard target-network syncs (ignored when tau < 1)."""
-    tau: float = 1.0
+    tau: float = 0.02
     """Target-network sync coefficient: 1 = hard copy every target_update_every steps, < 1 = Polyak every step."""
     double_q: bool = True
     """Select the bootstrap action with the online network (double DQN) instead of the target network."""
-    huber_delta: float = 1.0
-    """Huber loss threshold on the TD error (None-like behaviour: use a large value for squared error)."""
+    huber_delta: Optional[float] = None
+    """Huber loss threshold on the TD error; null: squared error 0.5 * td^2."""
     max_grad_norm: Optional[float] = 10.0
     """Global gradient-norm clip; null disables."""
-    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
     """Hidden layer widths of the MLP torso."""
     activation: str = "relu"
     """Torso activation: relu | tanh | elu."""
@@ -80,6 +83,48 @@ class GymEnvConfig:
     """Frames per agent step, for the frames/s figure (1 for non-Atari environments)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for gymnasium.make."""
+    solved_return: Optional[float] = None
+    """The env's "solved" mean return (CartPole-v1: 475); the default for stop.episode_return_mean."""
+
+
+@dataclass
+class AtariEnvConfig:
+    """An Atari 2600 game of the ALE (ale-py ships the ROMs) under the DeepMind/IMPALA protocol by default
+    (Mnih et al. 2015, Methods; Espeholt et al. 2018); rlrun/envs/atari.py builds it, protocol.json records it."""
+
+    name: str = "atari"
+    game: str = MISSING
+    """ALE game as in its gymnasium id ALE/<Game>-v5: Pong, Breakout, MsPacman (ms_pacman is accepted too)."""
+    id: str = "${.game}"
+    """The env's name in run names, summaries and tags (default: the game); the gymnasium id is ALE/<Game>-v5."""
+    backend: str = "gymnasium"
+    """gymnasium: rlrun's wrappers on ale-py, vectorised by gymnasium (sync/async) | envpool: C++ pool (extra)."""
+    envpool_threads: int = 0
+    """envpool backend only: C++ threads stepping a worker's env copies; 0 = one per CPU core, at most num_envs."""
+    frame_skip: int = 4
+    """Emulator frames per agent step (the action is repeated); frames = agent steps x frame_skip."""
+    max_pool: bool = True
+    """Observe the pixel-wise max of the last two frames of a skip (removes Atari sprite flicker)."""
+    noop_max: int = 30
+    """At a game's reset, take a uniform random 1..noop_max no-op frames (0 disables), from the env's seeded RNG."""
+    screen_size: int = 84
+    """Observed frame height and width, pixels (resized with area interpolation)."""
+    grayscale: bool = True
+    """Grayscale frames (1 channel) instead of RGB (3 channels per stacked frame)."""
+    frame_stack: int = 4
+    """Last frames stacked channel-first: observation [frame_stack x channels, screen_size, screen_size] uint8."""
+    terminal_on_life_loss: bool = True
+    """Training episodes end when a life is lost (the game itself goes on); the game score still spans all lives."""
+    clip_rewards: bool = True
+    """Training reward = sign(game reward); the game score stays unclipped."""
+    repeat_action_probability: float = 0.0
+    """Sticky actions: chance per frame that the emulator repeats the previous action (Machado et al. use 0.25)."""
+    full_action_space: bool = False
+    """All 18 joystick actions instead of the game's minimal set."""
+    max_episode_frames: Optional[int] = 108_000
+    """Game cut-off in frames (skipped and no-op frames count): 108k = 30 min at 60 Hz = 27k agent steps; null: none."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for gymnasium.make("ALE/<Game>-v5", ...), e.g. mode, difficulty, render_mode."""
 
 
 # ---------------------------------------------------------------- device
@@ -156,8 +201,9 @@ class StopConfig:
 
     env_steps: Optional[int] = 100_000
     wall_time_s: Optional[float] = None
-    episode_return_mean: Optional[float] = None
-    """Stop once the mean return of the last `return_window` episodes reaches this."""
+    episode_return_mean: Optional[float] = "${oc.select:env.solved_return,null}"  # type: ignore[assignment]
+    """Stop once the mean return of the last `return_window` episodes reaches this; by default the env's
+    `solved_return` (null where it has none)."""
 
 
 @dataclass

@@ -401,6 +401,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
 
     run_dir = tmp_path / "run"
     cfg = compose(["algo.lr=1e30", "algo.learning_starts=100", "algo.hidden_sizes=[16]", "logger=none",
+                   "algo.rollout_steps=4", "algo.train_every=1",
                    "checkpoint.interval_env_steps=48", "stop.env_steps=2000"])
     with pytest.raises(RlrunError) as e:
         run_experiment(cfg, run_dir)

@@ -28,6 +28,7 @@ def trained_run(tmp_path_factory) -> Path:
 
     run_dir = tmp_path_factory.mktemp("export") / "run"
     run_experiment(compose(["stop.env_steps=600", "algo.learning_starts=100", "algo.hidden_sizes=[32]",
+                            "algo.rollout_steps=4",
                             "logger=none"]), run_dir)
     return run_dir
 

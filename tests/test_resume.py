@@ -29,7 +29,8 @@ from rlrun import checkpoint as ckpt
 
 N = 400
 COMMON = ["algo.learning_starts=100", "algo.hidden_sizes=[32]", "algo.batch_size=32", "algo.buffer_size=5000",
-          "algo.target_update_every=50", "algo.epsilon_decay_steps=600", "export.formats=[]",
+          "algo.target_update_every=50", "algo.tau=1.0", "algo.epsilon_decay_steps=600", "export.formats=[]",
+          "algo.rollout_steps=4", "algo.train_every=1",
           "logger.console.interval_s=0.2"]
 
 

@@ -42,7 +42,9 @@ class GymEnvFactory:
         self.spec = EnvSpec(cfg.id, probe.observation_space, probe.action_space, int(cfg.frame_skip))
         probe.close()
 
-    def make(self) -> gym.Env:
+    def make(self, evaluation: bool = False) -> gym.Env:
+        """One env copy. ``evaluation`` is accepted for a uniform factory interface (the Atari factory drops its
+        training-only wrappers for it); a plain gymnasium env is the same either way."""
         kwargs = dict(self.cfg.kwargs or {})
         if self.cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = int(self.cfg.max_episode_steps)
@@ -59,6 +61,16 @@ class GymEnvFactory:
         if mode == "async":
             return gym.vector.AsyncVectorEnv(fns, autoreset_mode=autoreset, context="spawn")
         raise ConfigError(f"executor.vector_mode={mode}: must be sync or async.")
+
+    def protocol_card(self) -> dict[str, Any]:
+        """The env protocol card (rlrun/envs/protocol.py): id, gymnasium version, time limit, frame skip, kwargs."""
+        from rlrun.envs.protocol import gym_card
+
+        if self.cfg.max_episode_steps is not None:
+            limit: int | None = int(self.cfg.max_episode_steps)
+        else:
+            limit = gym.registry[self.cfg.id].max_episode_steps
+        return gym_card(self.cfg, limit)
 
 
 def _import_env_packages() -> None:

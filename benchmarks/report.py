@@ -1,0 +1,163 @@
+"""Markdown from result files: the full table of a suite run (``<date>-<commit>.md``, printed by the runner) and the
+README's "Performance" section, regenerated between ``<!-- perf:start -->`` and ``<!-- perf:end -->``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.records import flatten_figures, numeric_figures
+from benchmarks.suite import SUITE, Benchmark, by_name
+
+START, END = "<!-- perf:start -->", "<!-- perf:end -->"
+
+
+class MarkerError(ValueError):
+    """The README lacks the Performance markers (or has them out of order)."""
+
+
+def fmt(value: Any) -> str:
+    """A figure as a table cell: large numbers with thousands separators, ratios with 3 decimals."""
+    if isinstance(value, bool) or value is None:
+        return "–" if value is None else str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 100:
+            return f"{value:.1f}"
+        if abs(value) >= 10:
+            return f"{value:.2f}"
+        return f"{value:.3f}"
+    if isinstance(value, list):
+        return ", ".join(fmt(v) for v in value)
+    return str(value).replace("|", "\\|")
+
+
+def hardware_line(hw: dict[str, Any]) -> str:
+    v = hw.get("versions", {})
+    packages = ", ".join(f"{k} {v[k]}" for k in ("torch", "gymnasium", "ale-py", "ray", "numpy") if v.get(k))
+    return (f"{hw.get('cpu') or 'unknown CPU'}, {hw.get('cores')} cores, GPU: {hw.get('gpu') or 'none'}; "
+            f"Python {hw.get('python')}, {packages}; commit {hw.get('commit') or 'unknown'}")
+
+
+def load_line(load: Any) -> str:
+    if isinstance(load, dict):
+        return f"before {fmt_load(load.get('before'))}, after {fmt_load(load.get('after'))}"
+    return fmt_load(load)
+
+
+def fmt_load(values: Any) -> str:
+    return " / ".join(f"{x:.2f}" for x in values) if values else "unknown"
+
+
+def last_line(text: str | None) -> str:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def _goal_cell(bench: Benchmark | None, figure: str, value: Any) -> str:
+    goal = bench.goal(figure) if bench else None
+    if goal is None or not isinstance(value, (int, float)):
+        return ""
+    return f"≥ {goal:g} ({'met' if value >= goal else 'not met'})"
+
+
+def _baseline_cells(comparison: dict[str, Any], name: str, figure: str) -> str:
+    for kind in ("fell", "passed", "missing"):
+        for row in comparison.get(kind, []):
+            if row["benchmark"] == name and row["figure"] == figure:
+                return f"{fmt(row['baseline'])} (≥ {fmt(row['floor'])}){' **FELL**' if kind == 'fell' else ''}"
+    return ""
+
+
+def suite_markdown(data: dict[str, Any], suite: tuple[Benchmark, ...] = SUITE) -> str:
+    """Every figure of a suite file, one table, with the hardware, commands, goals and baseline comparison."""
+    benches = by_name(suite)
+    comparison = data.get("comparison") or {}
+    lines = [f"# rlrun benchmarks: `{data.get('command')}`", "",
+             f"- date: {data.get('date')}; wall time {fmt(data.get('wall_time_s'))} s",
+             f"- hardware: {hardware_line(data.get('hardware', {}))}",
+             f"- load average (1 / 5 / 15 min): {load_line(data.get('load_average'))}", ""]
+    lines += ["| benchmark | figure | value | goal | baseline (floor) |", "| --- | --- | --- | --- | --- |"]
+    notes = []
+    for record in data["results"]:
+        name, status = record["benchmark"], record.get("status", "ok")
+        if status != "ok":
+            why = "; ".join(record.get("notes", [])) or last_line(record.get("error"))
+            notes.append(f"- **{name}**: {status}{': ' + why if why else ''}")
+            continue
+        for figure, value in flatten_figures(record["figures"]).items():
+            if figure.endswith("/rounds") or figure.endswith("/seeds"):
+                continue
+            lines.append(f"| {name} | `{figure}` | {fmt(value)} | {_goal_cell(benches.get(name), figure, value)} | "
+                         f"{_baseline_cells(comparison, name, figure)} |")
+    lines += ["", "Commands:", ""]
+    lines += [f"- {r['benchmark']} ({r.get('status', 'ok')}, {fmt(r.get('wall_time_s'))} s): `{r['command']}`"
+              for r in data["results"] if r.get("status", "ok") != "unavailable"]
+    if notes:
+        lines += ["", "Not measured:", "", *notes]
+    if comparison:
+        fell = comparison.get("fell", [])
+        lines += ["", f"Baseline comparison (same-run ratios only): {len(comparison.get('passed', []))} passed, "
+                      f"{len(fell)} fell, {len(comparison.get('missing', []))} missing."]
+        for row in fell:
+            lines.append(f"- FELL: {row['benchmark']} `{row['figure']}` {fmt(row['current'])} < floor "
+                         f"{fmt(row['floor'])} (baseline {fmt(row['baseline'])}, tolerance {row['tolerance']:.0%})")
+    return "\n".join(lines) + "\n"
+
+
+def readme_section(data: dict[str, Any], source: str, suite: tuple[Benchmark, ...] = SUITE) -> str:
+    """The README block: headline figures of the newest suite run, with hardware and commands."""
+    benches = by_name(suite)
+    lines = [f"<!-- generated by `rlrun-bench readme` from {source}; do not edit by hand -->", "",
+             f"Measured by `{data.get('command')}` on {str(data.get('date', ''))[:10]}: "
+             f"{hardware_line(data.get('hardware', {}))}. Load average (1 / 5 / 15 min) "
+             f"{load_line(data.get('load_average'))} (other work shares these cores).", "",
+             "| benchmark | figure | value | goal | command |", "| --- | --- | --- | --- | --- |"]
+    unavailable = []
+    for record in data["results"]:
+        name, status = record["benchmark"], record.get("status", "ok")
+        bench = benches.get(name)
+        if status != "ok":
+            why = "; ".join(record.get("notes", [])) or last_line(record.get("error"))
+            unavailable.append(f"- `{name}`: {status}{' (' + why + ')' if why else ''}")
+            continue
+        figures = numeric_figures(record["figures"])
+        shown = [f for f in figures if bench is None or bench.is_headline(f)]
+        for figure in shown:
+            lines.append(f"| {name} | `{figure}` | {fmt(figures[figure])} | "
+                         f"{_goal_cell(bench, figure, figures[figure])} | `{record['command']}` |")
+    if unavailable:
+        lines += ["", "Not measured in this run:", "", *unavailable]
+    lines += ["", "Ratios (`ratio/...`, `fraction...`) are measured within one run and are what CI compares with "
+                  "`benchmarks/baseline.json`; speeds and times are this machine's."]
+    return "\n".join(lines)
+
+
+def replace_between_markers(text: str, block: str, start: str = START, end: str = END) -> str:
+    """``text`` with everything between the markers replaced by ``block`` (the markers and the rest unchanged)."""
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < 0 or j < i:
+        raise MarkerError(f"the README needs the markers {start} and {end} (in that order) around the generated "
+                          f"Performance table")
+    return text[:i + len(start)] + "\n" + block.strip("\n") + "\n" + text[j:]
+
+
+def update_readme(readme: Path, result: Path, suite: tuple[Benchmark, ...] = SUITE, root: Path | None = None
+                  ) -> bool:
+    """Regenerate the README's Performance block from a suite file; returns whether the README changed."""
+    data = json.loads(Path(result).read_text())
+    if "results" not in data:
+        raise ValueError(f"{result} is not a suite file (rlrun-bench ci writes one)")
+    try:
+        source = str(Path(result).resolve().relative_to((root or Path(readme).resolve().parent).resolve()))
+    except ValueError:
+        source = Path(result).name
+    text = Path(readme).read_text()
+    new = replace_between_markers(text, readme_section(data, source, suite))
+    if new != text:
+        Path(readme).write_text(new)
+    return new != text

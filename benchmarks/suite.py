@@ -1,0 +1,225 @@
+"""The benchmark suite: every benchmark of issue 7 by name, what it needs, how CI runs it, how it is judged.
+
+A :class:`Benchmark` names a module run as ``python -m <module> <args>``. Its ``requires`` are checked before it
+runs: a benchmark whose algorithm, executor, module or hardware does not exist yet is listed as *unavailable* with
+the reason (never faked), and becomes available by itself once they land. ``ci_args`` puts it in the CI set
+(``rlrun-bench ci`` / ``make bench``) with reduced settings; ``tolerances`` say by how much a same-run ratio may
+fall below the committed baseline before CI fails; ``goals`` are the issue's targets, shown but not enforced.
+
+To add a benchmark: write ``benchmarks/<name>.py`` with a ``main(argv)`` that ends with
+``benchmarks.common.write_result(name, figures, command)`` (name ratio figures ``ratio/...`` or
+``fraction.../...``), then add an entry to :data:`SUITE`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+DEFAULT_TOLERANCE = 0.25  # a ratio may fall 25% below its baseline before CI fails (noisy 2-core machines)
+
+
+# ---------------------------------------------------------------------------------------------- requirements
+
+
+@dataclass(frozen=True)
+class Registered:
+    """An entry of rlrun's registry, e.g. ``Registered("executor", "ray")``."""
+
+    kind: str
+    name: str
+
+    def missing(self) -> str | None:
+        from rlrun.registry import registry
+
+        if self.name in registry.names(self.kind):
+            return None
+        return f"{self.kind}={self.name} does not exist yet"
+
+
+@dataclass(frozen=True)
+class Module:
+    """A Python module that must be importable (the benchmark's own module, or a peer library)."""
+
+    name: str
+    why: str = ""
+
+    def missing(self) -> str | None:
+        try:
+            found = importlib.util.find_spec(self.name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
+            return None
+        return f"module {self.name} is not there{': ' + self.why if self.why else ''}"
+
+
+@dataclass(frozen=True)
+class ConfigKeys:
+    """Keys a config schema must have, e.g. the DQN options a benchmark switches."""
+
+    schema: str  # "module:Class"
+    keys: tuple[str, ...]
+
+    def missing(self) -> str | None:
+        from dataclasses import fields
+
+        from rlrun.registry import _import_string
+
+        have = {f.name for f in fields(_import_string(self.schema))}
+        lacking = [k for k in self.keys if k not in have]
+        if not lacking:
+            return None
+        return f"{self.schema.split(':')[-1]} has no {', '.join(lacking)} key{'s' if len(lacking) > 1 else ''} yet"
+
+
+@dataclass(frozen=True)
+class CudaGPU:
+    def missing(self) -> str | None:
+        from rlrun.fingerprint import gpu_name
+
+        return None if gpu_name() else "needs a CUDA GPU (device=cuda); this machine has none"
+
+
+# ---------------------------------------------------------------------------------------------- benchmarks
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    """Suite name: ``rlrun-bench <name>``; the ``benchmark`` field of its records."""
+    module: str
+    """Run as ``python -m <module> <args>`` from the checkout's root."""
+    summary: str
+    """One line: what it measures and against what."""
+    ci_args: tuple[str, ...] | None = None
+    """Arguments in the CI set (reduced settings); None: not in the CI set."""
+    full_args: tuple[str, ...] = ()
+    """Arguments of ``rlrun-bench <name>`` / ``rlrun-bench all`` (the full measurement)."""
+    requires: tuple[Any, ...] = ()
+    """Requirements (Registered, Module, ConfigKeys, CudaGPU); each unmet one is a reason it is unavailable."""
+    tolerances: dict[str, float] = field(default_factory=dict)
+    """Ratio-figure pattern (fnmatch) -> largest allowed relative fall below the baseline (0.2 = 20%)."""
+    goals: dict[str, float] = field(default_factory=dict)
+    """Ratio-figure pattern -> the issue's goal (a lower bound), shown in tables."""
+    headline: tuple[str, ...] = ()
+    """Figure patterns shown in README's Performance table (all figures go to the JSON and Markdown files)."""
+    derive: Callable[[dict[str, Any]], dict[str, float]] | None = None
+    """Extra same-run ratios computed from the module's figures (e.g. speed ratios from overheads)."""
+    timeout_s: float = 900.0
+    """The runner stops the benchmark (and reports it failed) after this many seconds."""
+
+    def unavailable(self) -> list[str]:
+        """Why it cannot run here and now (empty: it can)."""
+        reasons = []
+        for req in (Module(self.module, "the benchmark is not written yet"), *self.requires):
+            try:
+                reason = req.missing()
+            except Exception as e:  # noqa: BLE001 - a broken check is a reason too, not a crash of the suite
+                reason = f"checking {req} failed: {e}"
+            if reason:
+                reasons.append(reason)
+        return reasons
+
+    def tolerance(self, figure: str) -> float:
+        for pattern, tol in self.tolerances.items():
+            if fnmatch.fnmatchcase(figure, pattern):
+                return tol
+        return DEFAULT_TOLERANCE
+
+    def goal(self, figure: str) -> float | None:
+        for pattern, goal in self.goals.items():
+            if fnmatch.fnmatchcase(figure, pattern):
+                return goal
+        return None
+
+    def is_headline(self, figure: str) -> bool:
+        return any(fnmatch.fnmatchcase(figure, p) for p in self.headline)
+
+
+def _api_speed_ratios(figures: dict[str, Any]) -> dict[str, float]:
+    """component_overhead reports ``act_overhead/<case>/batch<b>`` = t_api / t_bare - 1 (lower is better); as a
+    same-run speed ratio (higher is better, comparable with a tolerance): ``1 / (1 + overhead)``."""
+    out = {}
+    for key, value in figures.items():
+        if key.startswith("act_overhead/") and isinstance(value, (int, float)) and value > -1:
+            out["ratio/act_speed_api_vs_bare/" + key[len("act_overhead/"):]] = 1.0 / (1.0 + float(value))
+    return out
+
+
+SUITE: tuple[Benchmark, ...] = (
+    Benchmark(
+        "env_speed", "benchmarks.env_speed",
+        "raw env speed, random actions (the physical limit of sampling): Pong under the DeepMind protocol through "
+        "rlrun's wrappers, gymnasium's wrappers, vector envs; CartPole",
+        ci_args=("--seconds", "0.5", "--repeats", "3", "--only",
+                 "pong/rlrun_1proc,pong/gymnasium_wrappers_1proc,pong/rlrun_sync_x4,cartpole/1env,cartpole/sync_x8"),
+        tolerances={"ratio/*": 0.25},
+        headline=("pong/rlrun_1proc/frames_per_s", "pong/rlrun_sync_x4/frames_per_s", "cartpole/1env/frames_per_s",
+                  "ratio/*"),
+        timeout_s=600),
+    Benchmark(
+        "component_overhead", "benchmarks.component_overhead",
+        "component-graph build time (replay memory; dueling DQN with PER) and acting through the component API vs "
+        "the same modules called bare",
+        ci_args=("--quick",),
+        requires=(ConfigKeys("rlrun.config:DQNConfig", ("network", "dueling", "prioritized_replay")),),
+        tolerances={"ratio/*": 0.3},
+        headline=("build_ms/*", "ratio/act_speed_api_vs_bare/*/batch1", "ratio/act_speed_api_vs_bare/*/batch256"),
+        derive=_api_speed_ratios, timeout_s=600),
+    Benchmark(
+        "logger_overhead", "benchmarks.logger_overhead",
+        "the same short DQN CartPole run with logger=none, TensorBoard, TensorBoard+MLflow: env steps/s ratios",
+        ci_args=("--quick",),
+        tolerances={"ratio/*": 0.2},
+        goals={"ratio/*": 0.97},
+        headline=("env_steps_per_s/none", "ratio/*")),
+    Benchmark(
+        "learner_throughput", "benchmarks.learner_throughput",
+        "samples/s through the DQN agent's update() vs a hand-written PyTorch step of the same network and loss "
+        "(Nature CNN on 4x84x84 uint8; CartPole MLP)",
+        ci_args=("--quick",),
+        tolerances={"ratio/*": 0.25},
+        goals={"ratio/*": 0.9},
+        headline=("samples_per_s/*/rlrun", "ratio/*")),
+    Benchmark(
+        "sampling_limit", "benchmarks.sampling_limit",
+        "rlrun acting throughput (env + policy through the worker set, no learning) as a fraction of the serial "
+        "limit 1/(1/raw env + 1/bare policy), CartPole and Pong, per executor",
+        ci_args=("--quick",),
+        tolerances={"fraction_of_limit/*": 0.3},
+        goals={"fraction_of_limit/*": 0.8},
+        headline=("*/frames_per_s/rlrun_*", "*/frames_per_s/serial_limit", "fraction_of_limit/*")),
+    Benchmark(
+        "time_to_threshold", "benchmarks.time_to_threshold",
+        "CartPole-v1 to a mean return of 450 and 475 (20 episodes): wall time and env steps, median over seeds, "
+        "per algorithm; Stable-Baselines3 (bench-peers extra) and RLlib in the same invocation when installed",
+        ci_args=("--quick",),
+        tolerances={"fraction_reached/*": 0.35},
+        headline=("time_s/*", "env_steps/*", "fraction_reached/*", "ratio/*"),
+        timeout_s=1800),
+    # -- not runnable yet: listed with what they wait for, so they cannot be mistaken for measured figures
+    Benchmark(
+        "ray_startup", "benchmarks.ray_startup",
+        "executor=ray start-up: ray.init to the first sample batch, and the Ray processes' memory",
+        requires=(Registered("executor", "ray"),)),
+    Benchmark(
+        "scaling", "benchmarks.scaling",
+        "frames/s vs number of Ray workers (1, 2, 4, ... cores) for apex and impala with the learner included "
+        "(RLgraph's Figure 6)",
+        requires=(Registered("executor", "ray"), Registered("algo", "apex"), Registered("algo", "impala"))),
+    Benchmark(
+        "pong_long", "benchmarks.pong_long",
+        "long learning runs: Pong to >= +18 with apex, impala and ppo on a GPU, frames and wall time (not in CI)",
+        requires=(CudaGPU(), Registered("algo", "apex"), Registered("algo", "impala"), Registered("algo", "ppo"))),
+)
+
+
+def by_name(suite: tuple[Benchmark, ...] = SUITE) -> dict[str, Benchmark]:
+    return {b.name: b for b in suite}
+
+
+def ci_set(suite: tuple[Benchmark, ...] = SUITE) -> list[Benchmark]:
+    return [b for b in suite if b.ci_args is not None]

@@ -1,0 +1,270 @@
+"""Time to threshold: CartPole-v1 to a mean return of 450 (the figure the peers were measured at, MEASURED.md) and
+475 (CartPole's "solved"), over the last 20 episodes, for every rlrun algorithm in ``ALGOS`` that exists, and with
+the ``bench-peers`` extra installed, Stable-Baselines3 on the same task in the same invocation (RLlib too when it
+can be imported). Seeds interleaved across contenders (seed 0 of each, then seed 1, ...), so machine noise hits all
+alike; medians over seeds.
+
+Per contender and threshold: ``time_s/<who>/<threshold>`` (median wall seconds from building the env and the
+agent to the first iteration at which the 20-episode mean reached it), ``env_steps/<who>/<threshold>`` (median env
+steps then), ``fraction_reached/<who>/<threshold>`` (the share of seeds that reached it within the budget; the
+medians are null when fewer than half did), and the per-seed values. With peers:
+``ratio/time_to_<threshold>/<peer>_over_<who>`` = peer's median time / rlrun's (> 1: rlrun is faster), a ratio of
+two times measured in the same run. Only the ``fraction_reached`` and ``ratio`` figures are compared with a
+baseline in CI.
+
+rlrun runs are built by the registry from the config ``rlrun algo=<algo> env=cartpole logger=none`` composes, and
+stepped with ``algo.training_step()`` and ``rlrun.run.RunLoop`` (what ``run_experiment`` does, without checkpoints,
+export and loggers) so that the iteration at which each threshold is first crossed is known exactly. The peers use
+their tuned CartPole settings (rl-baselines3-zoo's ``hyperparams/ppo.yml`` and ``dqn.yml``, trained for the zoo's
+``n_timesteps`` so its linear schedules are the zoo's), one torch thread like rlrun, on ``cpu``.
+
+    python -m benchmarks.time_to_threshold [--quick] [--seeds 0,1,2] [--algos dqn,ppo] [--peers auto|on|off]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+from benchmarks.common import load_average, write_result
+
+ALGOS = ("dqn", "ppo")  # rlrun algorithms measured when registered (ppo does not exist yet)
+THRESHOLDS = (450.0, 475.0)
+WINDOW = 20  # episodes in the mean (rlrun's return_window default)
+
+
+class Crossings:
+    """Records, for each threshold, when the mean of the last ``WINDOW`` episode returns first reached it."""
+
+    def __init__(self, thresholds: tuple[float, ...], start: float) -> None:
+        self.thresholds, self.start = thresholds, start
+        self.returns: list[float] = []
+        self.reached: dict[float, tuple[float, int]] = {}
+
+    def add(self, returns: list[float], env_steps: int) -> None:
+        self.returns.extend(returns)
+        del self.returns[:-WINDOW]
+        if len(self.returns) < WINDOW:
+            return
+        mean = sum(self.returns) / WINDOW
+        for thr in self.thresholds:
+            if thr not in self.reached and mean >= thr:
+                self.reached[thr] = (time.perf_counter() - self.start, env_steps)
+
+    @property
+    def done(self) -> bool:
+        return len(self.reached) == len(self.thresholds)
+
+
+def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps: int, budget_s: float
+              ) -> Crossings:
+    from omegaconf import OmegaConf
+
+    from rlrun.devices import resolve_device
+    from rlrun.graph_command import compose
+    from rlrun.registry import registry
+    from rlrun.run import RunLoop, seed_everything
+
+    cfg = compose([f"algo={algo}", "env=cartpole", f"seed={seed}", f"stop.env_steps={budget_steps}",
+                   "stop.episode_return_mean=null", f"return_window={WINDOW}", "logger=none"])
+    start = time.perf_counter()
+    seed_everything(seed)
+    device = resolve_device(cfg.device)
+    env_factory = registry.build("env", cfg.env.name, cfg.env)
+    executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, seed)
+    plan = registry.get("algo", algo)(OmegaConf.to_object(cfg.algo), env_factory.spec, executor, device, seed)
+    loop = RunLoop(cfg, env_factory.spec.frame_skip)
+    crossings = Crossings(thresholds, start)
+    try:
+        while not crossings.done and loop.env_steps < budget_steps and time.perf_counter() - start < budget_s:
+            result = plan.training_step()
+            loop.add(result)
+            crossings.add(result.episode_returns, loop.env_steps)
+    finally:
+        plan.stop()
+    return crossings
+
+
+# ------------------------------------------------------------------------------------------------ peers
+
+# rl-baselines3-zoo, hyperparams/ppo.yml and dqn.yml, CartPole-v1 (lin_X: X times the remaining progress)
+SB3_SETTINGS: dict[str, dict[str, Any]] = {
+    "ppo": {"n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256, "gae_lambda": 0.8,
+            "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0, "learning_rate": ("lin", 1e-3),
+            "clip_range": ("lin", 0.2)},
+    "dqn": {"n_envs": 1, "n_timesteps": 50_000, "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000,
+            "learning_starts": 1000, "gamma": 0.99, "target_update_interval": 10, "train_freq": 256,
+            "gradient_steps": 128, "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
+            "policy_kwargs": {"net_arch": [256, 256]}},
+}
+
+
+def sb3_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_s: float) -> Crossings:
+    import stable_baselines3 as sb3
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    settings = dict(SB3_SETTINGS[algo])
+    n_envs, total = settings.pop("n_envs"), settings.pop("n_timesteps")
+    for key, value in list(settings.items()):
+        if isinstance(value, tuple) and value[0] == "lin":
+            settings[key] = (lambda v: (lambda progress_remaining: progress_remaining * v))(value[1])
+    start = time.perf_counter()
+    crossings = Crossings(thresholds, start)
+
+    class Watch(BaseCallback):
+        def _on_step(self) -> bool:
+            returns = [float(i["episode"]["r"]) for i in self.locals["infos"] if "episode" in i]
+            if returns:
+                crossings.add(returns, self.num_timesteps)
+            return not crossings.done and time.perf_counter() - start < budget_s
+
+    env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
+    model = getattr(sb3, algo.upper())("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **settings)
+    try:
+        model.learn(total_timesteps=total, callback=Watch())
+    finally:
+        env.close()
+    return crossings
+
+
+def rllib_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_s: float) -> Crossings:
+    """RLlib PPO with its defaults on a local Ray instance, its own 20-episode smoothing. Not exercised on the
+    machine this was written on (``ray.rllib`` cannot be imported there: ``ray[rllib]`` pins an older gymnasium)."""
+    import ray
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    ray.init(include_dashboard=False, num_cpus=2, log_to_driver=False)
+    start = time.perf_counter()
+    crossings = Crossings(thresholds, start)
+    try:
+        config = (PPOConfig().environment("CartPole-v1").debugging(seed=seed)
+                  .reporting(metrics_num_episodes_for_smoothing=WINDOW))
+        trainer = config.build_algo() if hasattr(config, "build_algo") else config.build()
+        while not crossings.done and time.perf_counter() - start < budget_s:
+            result = trainer.train()
+            runners = result.get("env_runners", {})
+            mean = runners.get("episode_return_mean")
+            steps = int(result.get("num_env_steps_sampled_lifetime", 0))
+            if mean is not None:  # RLlib reports the smoothed mean only, so feed it as a full window
+                crossings.add([float(mean)] * WINDOW, steps)
+        trainer.stop()
+    finally:
+        ray.shutdown()
+    return crossings
+
+
+def peers(mode: str) -> tuple[dict[str, Callable[[int, tuple[float, ...], float], Crossings]], dict[str, str]]:
+    """The peer contenders to run and, for the others, why not."""
+    runs: dict[str, Callable[[int, tuple[float, ...], float], Crossings]] = {}
+    skipped: dict[str, str] = {}
+    if mode == "off":
+        return runs, {"peers": "--peers off"}
+    if importlib.util.find_spec("stable_baselines3") is not None:
+        for algo in SB3_SETTINGS:
+            runs[f"sb3_{algo}"] = (lambda a: (lambda seed, thr, budget: sb3_run(a, seed, thr, budget)))(algo)
+    else:
+        skipped["sb3"] = "stable-baselines3 is not installed (pip install 'rlrun[bench-peers]')"
+    try:
+        importable = importlib.util.find_spec("ray.rllib.algorithms.ppo") is not None
+    except Exception as e:  # noqa: BLE001 - ray.rllib raises ImportError from its __init__ without its extras
+        importable, why = False, f"ray.rllib cannot be imported: {' '.join(str(e).split())[:200]}"
+    else:
+        why = "ray.rllib is not installed"
+    if importable:
+        runs["rllib_ppo"] = lambda seed, thr, budget: rllib_run("ppo", seed, thr, budget)
+    else:
+        skipped["rllib"] = why
+    if mode == "on" and not runs:
+        raise SystemExit(f"--peers on, but no peer can run: {skipped}")
+    return runs, skipped
+
+
+# ------------------------------------------------------------------------------------------------ figures
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    """The median counting a miss as +inf; None when that median is a miss (fewer than half reached)."""
+    m = statistics.median([math.inf if v is None else v for v in values])
+    return None if math.isinf(m) else m
+
+
+def summarize(results: dict[str, list[Crossings]], thresholds: tuple[float, ...]) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for who, runs in results.items():
+        for thr in thresholds:
+            t = f"{thr:g}"
+            times = [r.reached[thr][0] if thr in r.reached else None for r in runs]
+            steps = [r.reached[thr][1] if thr in r.reached else None for r in runs]
+            med_t, med_s = _median_or_none(times), _median_or_none(steps)
+            figures[f"time_s/{who}/{t}"] = None if med_t is None else round(med_t, 2)
+            figures[f"env_steps/{who}/{t}"] = None if med_s is None else int(med_s)
+            figures[f"fraction_reached/{who}/{t}"] = round(sum(v is not None for v in times) / len(runs), 4)
+            figures[f"time_s/{who}/{t}/seeds"] = [None if v is None else round(v, 2) for v in times]
+            figures[f"env_steps/{who}/{t}/seeds"] = steps
+    ours = [w for w in results if w.startswith("rlrun_")]
+    for peer in [w for w in results if not w.startswith("rlrun_")]:
+        for who in ours:
+            for thr in thresholds:
+                t = f"{thr:g}"
+                mine, theirs = figures[f"time_s/{who}/{t}"], figures[f"time_s/{peer}/{t}"]
+                if mine and theirs:
+                    figures[f"ratio/time_to_{t}/{peer}_over_{who}"] = round(theirs / mine, 4)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="CI: seeds 0,1, no peers, 90 s per run")
+    parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2; --quick 0,1)")
+    parser.add_argument("--algos", default=",".join(ALGOS), help="rlrun algorithms (those registered are run)")
+    parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS))
+    parser.add_argument("--budget-env-steps", type=int, default=100_000,
+                        help="rlrun's env-step budget per run (conf/config.yaml's default stop.env_steps)")
+    parser.add_argument("--budget-s", type=float, help="wall-clock cap per run, seconds (default 180; --quick 90)")
+    parser.add_argument("--peers", choices=("auto", "on", "off"), help="default: auto (off with --quick)")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in (args.seeds or ("0,1" if args.quick else "0,1,2")).split(",") if s]
+    thresholds = tuple(sorted(float(t) for t in args.thresholds.split(",") if t))
+    budget_s = args.budget_s or (90.0 if args.quick else 180.0)
+    from rlrun.registry import registry
+
+    registered = registry.names("algo")
+    wanted = [a for a in args.algos.split(",") if a]
+    contenders: dict[str, Callable[[int, tuple[float, ...], float], Crossings]] = {
+        f"rlrun_{a}": (lambda a: (lambda seed, thr, budget: rlrun_run(a, seed, thr, args.budget_env_steps, budget)))(a)
+        for a in wanted if a in registered}
+    figures: dict[str, Any] = {"seeds": seeds, "window_episodes": WINDOW, "budget_env_steps": args.budget_env_steps,
+                               "budget_s_per_run": budget_s, "load_average_before": load_average()}
+    for a in wanted:
+        if a not in registered:
+            figures[f"unavailable/rlrun_{a}"] = f"algo={a} does not exist yet; measured here once it is registered"
+    peer_runs, skipped = peers(args.peers or ("off" if args.quick else "auto"))
+    contenders.update(peer_runs)
+    figures.update({f"unavailable/{k}": v for k, v in skipped.items()})
+    results: dict[str, list[Crossings]] = {who: [] for who in contenders}
+    start = time.perf_counter()
+    for seed in seeds:
+        for who, run in contenders.items():
+            c = run(seed, thresholds, budget_s)
+            results[who].append(c)
+            reached = ", ".join(f"{thr:g} at {t:.1f} s / {s} steps" for thr, (t, s) in sorted(c.reached.items()))
+            print(f"{who} seed {seed}: {reached or 'no threshold reached'}", flush=True)
+    figures.update(summarize(results, thresholds))
+    figures["wall_time_s"] = round(time.perf_counter() - start, 1)
+    figures["load_average_after"] = load_average()
+    command = "python -m benchmarks.time_to_threshold " + " ".join(sys.argv[1:] if argv is None else argv)
+    path = write_result("time_to_threshold", figures, command.strip())
+    print(f"wrote {path}", file=sys.stderr)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

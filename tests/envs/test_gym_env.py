@@ -1,0 +1,89 @@
+"""GymEnvFactory (rlrun/envs/gym_env.py): spec, single and vector env copies with SAME_STEP autoreset, the protocol
+card, and config errors raised when the factory is built."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from rlrun.envs.gym_env import EnvSpec, GymEnvFactory
+from rlrun.errors import ConfigError
+
+
+def factory(env_id: str = "CartPole-v1", max_episode_steps: int | None = None, **kwargs) -> GymEnvFactory:
+    return GymEnvFactory(OmegaConf.create({"name": "gym", "id": env_id, "max_episode_steps": max_episode_steps,
+                                           "frame_skip": 1, "kwargs": kwargs}))
+
+
+def test_spec_from_a_probe_env() -> None:
+    f = factory()
+    assert f.spec == EnvSpec("CartPole-v1", f.spec.observation_space, gym.spaces.Discrete(2), 1)
+    assert f.spec.observation_space.shape == (4,)
+
+
+def test_vector_env_autoresets_in_the_same_step_with_the_final_observation() -> None:
+    """max_episode_steps=5: at agent step 5 both copies are truncated; the returned observation is already the next
+    episode's first (SAME_STEP autoreset) and info["final_obs"] holds each copy's real last observation, which
+    differs from it."""
+    envs = factory(max_episode_steps=5).make_vector(2)
+    try:
+        envs.reset(seed=[0, 1])
+        for step in range(1, 6):
+            obs, _, terminated, truncated, info = envs.step(np.array([0, 1]))
+            if step < 5:
+                assert not (terminated | truncated).any()
+        assert truncated.all() or terminated.all()
+        for i in range(2):
+            assert info["final_obs"][i].shape == (4,)
+            assert not np.array_equal(info["final_obs"][i], obs[i])
+    finally:
+        envs.close()
+
+
+def test_same_seeds_same_rollouts() -> None:
+    f = factory()
+
+    def run() -> list[np.ndarray]:
+        envs = f.make_vector(3)
+        obs, _ = envs.reset(seed=[4, 5, 6])
+        out = [obs]
+        for _ in range(40):
+            out.append(envs.step(np.array([0, 1, 0]))[0])
+        envs.close()
+        return out
+
+    a, b = run(), run()
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not np.array_equal(a[0][0], a[0][1]), "copies are seeded differently (seed + i)"
+
+
+def test_make_accepts_evaluation_for_a_uniform_factory_interface() -> None:
+    env = factory().make(evaluation=True)
+    assert env.spec.id == "CartPole-v1"
+    env.close()
+
+
+def test_protocol_card() -> None:
+    """The registered time limit (CartPole-v1: 500 agent steps) unless overridden; frame_skip 1; the gymnasium
+    version; the registered entry point."""
+    card = factory().protocol_card()
+    assert (card["env_id"], card["env_factory"], card["frame_skip"], card["max_episode_steps"]) == \
+        ("CartPole-v1", "gym", 1, 500)
+    assert card["versions"]["gymnasium"] == gym.__version__
+    assert card["registered"]["entry_point"].endswith("CartPoleEnv")
+    assert factory(max_episode_steps=50).protocol_card()["max_episode_steps"] == 50
+
+
+def test_unknown_id_lists_close_matches() -> None:
+    with pytest.raises(ConfigError, match=r"env.id=CartPol-v1: not a registered gymnasium environment\. Close "
+                                          r"matches: CartPole-v1"):
+        factory("CartPol-v1")
+
+
+def test_bad_kwargs_and_vector_mode_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="env.kwargs: CartPole-v1 does not accept"):
+        factory(no_such_argument=1)
+    with pytest.raises(ConfigError, match="executor.vector_mode=threads: must be sync or async"):
+        factory().make_vector(2, "threads")
