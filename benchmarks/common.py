@@ -75,6 +75,32 @@ def interleaved_ratio(fn: Callable[[], Any], baseline: Callable[[], Any], rounds
     return statistics.median(a), statistics.median(b), statistics.median(r)
 
 
+def alternating_ratio(fn: Callable[[], Any], baseline: Callable[[], Any], rounds: int = 7,
+                      min_time_s: float = 0.2) -> tuple[float, float, float]:
+    """Like :func:`interleaved_ratio`, but alternating single calls within each round (fn, baseline, baseline,
+    fn, ...), so a burst of other work on the shared cores hits both sides alike: (median fn time, median
+    baseline time, median of per-round ratios fn/baseline). For calls of a millisecond or more; each round spends
+    about ``min_time_s`` on the two together."""
+    fn()
+    baseline()
+    start = time.perf_counter()
+    fn()
+    baseline()
+    calls = max(int(min_time_s / max(time.perf_counter() - start, 1e-9)), 1)
+    a, b, r = [], [], []
+    for _ in range(rounds):
+        spent = {fn: 0.0, baseline: 0.0}
+        for i in range(calls):
+            for f in ((fn, baseline) if i % 2 == 0 else (baseline, fn)):
+                t0 = time.perf_counter()
+                f()
+                spent[f] += time.perf_counter() - t0
+        a.append(spent[fn] / calls)
+        b.append(spent[baseline] / calls)
+        r.append(spent[fn] / spent[baseline])
+    return statistics.median(a), statistics.median(b), statistics.median(r)
+
+
 def write_result(name: str, figures: dict[str, Any], command: str) -> Path:
     """Write one result record ``{"benchmark", "command", "hardware", "figures", "load_average"}`` as JSON.
 

@@ -297,12 +297,11 @@ def set_vector_env_state(envs: Any, state: dict[str, Any]) -> None:
 def worker_state(worker: Any) -> dict[str, Any]:
     """A rollout worker's state: current observations, episode accumulators, and its env copies' state.
 
-    Reads ``worker.obs``, ``worker._returns``, ``worker._lengths`` and ``worker.envs`` (the attributes of
-    ``rlrun.execution.rollout_worker.RolloutWorker``).
+    Uses ``worker.get_state()`` and ``worker.envs`` (``rlrun.execution.rollout_worker.RolloutWorker``).
     """
-    envs = vector_env_state(worker.envs)
-    return {"obs": encode(worker.obs), "returns": encode(worker._returns), "lengths": encode(worker._lengths),
-            "envs": envs}
+    own = worker.get_state()
+    return {"obs": encode(own["obs"]), "returns": encode(own["returns"]), "lengths": encode(own["lengths"]),
+            "envs": vector_env_state(worker.envs)}
 
 
 def set_worker_state(worker: Any, state: dict[str, Any]) -> bool:
@@ -311,9 +310,8 @@ def set_worker_state(worker: Any, state: dict[str, Any]) -> bool:
     if state["envs"] is None or vector_env_state(worker.envs) is None:
         return False
     set_vector_env_state(worker.envs, state["envs"])
-    worker.obs = decode(state["obs"])
-    worker._returns = decode(state["returns"])
-    worker._lengths = decode(state["lengths"])
+    worker.set_state({"obs": decode(state["obs"]), "returns": decode(state["returns"]),
+                      "lengths": decode(state["lengths"])})
     return True
 
 

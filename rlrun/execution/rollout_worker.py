@@ -14,7 +14,12 @@ from rlrun.envs.gym_env import GymEnvFactory
 
 
 class Policy(Protocol):
-    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor: ...
+    """What a worker acts with. ``get_actions`` returns the actions ``[B, ...]``, or ``(actions, extras)`` where
+    ``extras`` is a dict of tensors with the same leading rank B that the worker records per step in
+    ``SampleBatch.extras`` (e.g. behaviour ``logits``/``log_prob`` and ``value`` for on-policy and V-trace
+    learners)."""
+
+    def get_actions(self, obs: Any, explore: bool = True) -> Any: ...
 
 
 @dataclass
@@ -35,10 +40,31 @@ class SampleBatch:
     episode_lengths: list[int] = field(default_factory=list)
     env_seconds: float = 0.0
     inference_seconds: float = 0.0
+    num_envs: int = 1
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-step policy outputs recorded at acting time (rows as for ``actions``)."""
+    last_obs: Any = None
+    """The observation after the last step of every env copy ``[B, ...]`` (a reset one where a copy finished):
+    what an on-policy learner bootstraps from."""
 
     @property
     def env_steps(self) -> int:
         return int(self.rewards.shape[0])
+
+    @property
+    def num_steps(self) -> int:
+        """T: agent steps per env copy in this batch."""
+        return self.env_steps // self.num_envs
+
+    def time_major(self, rows: Any) -> Any:
+        """Rows ``[T * B, ...]`` (this batch's order: step-major) as ``[T, B, ...]``; nests are reshaped leafwise."""
+        def reshape(x: Any) -> Any:
+            return x.reshape(self.num_steps, self.num_envs, *x.shape[1:])
+        if isinstance(rows, dict):
+            return {k: self.time_major(v) for k, v in rows.items()}
+        if isinstance(rows, tuple):
+            return tuple(self.time_major(v) for v in rows)
+        return reshape(rows)
 
 
 def _stack(space: sp.Space, values: list[Any]) -> Any:
@@ -84,6 +110,7 @@ class RolloutWorker:
     def sample(self, num_steps: int, explore: bool = True) -> SampleBatch:
         space = self.spec.observation_space
         obs_l, act_l, rew_l, next_l, term_l, trunc_l = [], [], [], [], [], []
+        extras_l: dict[str, list[np.ndarray]] = {}
         returns: list[float] = []
         lengths: list[int] = []
         env_s = inf_s = 0.0
@@ -92,6 +119,10 @@ class RolloutWorker:
             for _ in range(num_steps):
                 t0 = clock()
                 actions = self.policy.get_actions(self._obs_to_torch(self.obs), explore=explore)
+                if isinstance(actions, tuple):
+                    actions, extras = actions
+                    for key, value in extras.items():
+                        extras_l.setdefault(key, []).append(value.cpu().numpy())
                 actions_np = actions.numpy() if actions.device.type == "cpu" else actions.cpu().numpy()
                 t1 = clock()
                 next_obs, rewards, terminated, truncated, info = self.envs.step(actions_np)
@@ -118,7 +149,16 @@ class RolloutWorker:
                 self.obs = next_obs
         return SampleBatch(_stack(space, obs_l), np.concatenate(act_l), np.concatenate(rew_l),
                            _stack(space, next_l), np.concatenate(term_l), np.concatenate(trunc_l),
-                           returns, lengths, env_s, inf_s)
+                           returns, lengths, env_s, inf_s, self.num_envs,
+                           {k: np.concatenate(v) for k, v in extras_l.items()}, self.obs)
+
+    def get_state(self) -> dict[str, Any]:
+        """The worker's own state between samples (current observations, episode accumulators); the env copies'
+        state is read by ``rlrun.checkpoint`` from ``self.envs``."""
+        return {"obs": self.obs, "returns": self._returns, "lengths": self._lengths}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.obs, self._returns, self._lengths = state["obs"], state["returns"], state["lengths"]
 
     def close(self) -> None:
         self.envs.close()
