@@ -25,8 +25,10 @@ run: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# The CI benchmark set (benchmarks/suite.py): benchmarks/results/<date>-<commit>.json + .md, TensorBoard, MLflow;
+# fails if a same-run ratio fell below benchmarks/baseline.json's tolerance or a benchmark failed.
 bench: install
-	$(BIN)/python -m benchmarks.component_overhead
+	$(BIN)/rlrun-bench ci
 
 lint: install
 	$(BIN)/ruff check rlrun tests benchmarks

@@ -86,7 +86,7 @@ def copy_weights(source: nn.Module, target: nn.Module) -> None:
         raise ValueError(f"the agent's Q-network {shapes[0]} and the hand-written one {shapes[1]} differ; the "
                          f"bare reference no longer matches the agent's network")
     with torch.no_grad():
-        for s, d in zip(src, dst):
+        for s, d in zip(src, dst, strict=True):
             d.copy_(s)
 
 

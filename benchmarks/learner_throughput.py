@@ -69,7 +69,7 @@ def bare_dqn_step(online: torch.nn.Module, target: torch.nn.Module, optimizer: t
     torch.nn.utils.clip_grad_norm_(online.parameters(), max_grad_norm)
     optimizer.step()
     with torch.no_grad():
-        for t, s in zip(target.parameters(), online.parameters()):
+        for t, s in zip(target.parameters(), online.parameters(), strict=True):
             t.lerp_(s, tau)
     return loss.detach()
 

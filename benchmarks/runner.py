@@ -95,8 +95,10 @@ def run_benchmark(bench: Benchmark, args: Sequence[str], results: Path, timeout_
         rc = proc.wait()
     finally:
         watchdog.cancel()
+        if proc.poll() is None:  # interrupted (Ctrl-C reaches only the runner: the benchmark has its own session)
+            stop()
     record: dict[str, Any]
-    wall = round(time.perf_counter() - start, 1)
+    wall = round(time.perf_counter() - start, 3)
     error = None
     if timed_out.is_set():
         status, error = "timeout", f"stopped after {timeout_s or bench.timeout_s:.0f} s"
@@ -180,8 +182,8 @@ def run_suite(jobs: list[tuple[Benchmark, Sequence[str]]], suite: str, command: 
               file=sys.stderr)
         status = EXIT_REGRESSION
     if comparison is not None and comparison.fell and not update_baseline:
-        print("ratios that fell below the baseline's tolerance:\n" + "\n".join("  " + f.line() for f in comparison.fell),
-              file=sys.stderr)
+        fell = "\n".join("  " + f.line() for f in comparison.fell)
+        print(f"ratios that fell below the baseline's tolerance:\n{fell}", file=sys.stderr)
         status = EXIT_REGRESSION
     return status, path
 
@@ -213,7 +215,17 @@ def _list(suite: tuple[Benchmark, ...]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # rlrun-bench list | head: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        print("rlrun-bench: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+def _main(argv: list[str]) -> None:
     suite = SUITE
     names = by_name(suite)
     if not argv or argv[0] in ("-h", "--help"):

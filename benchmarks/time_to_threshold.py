@@ -24,6 +24,7 @@ their tuned CartPole settings (rl-baselines3-zoo's ``hyperparams/ppo.yml`` and `
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import math
 import statistics
@@ -104,6 +105,11 @@ SB3_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
+def _linear_schedule(start: float) -> Callable[[float], float]:
+    """The zoo's ``lin_<start>``: ``start`` times the remaining progress (1 at the start, 0 at the end)."""
+    return lambda progress_remaining: progress_remaining * start
+
+
 def sb3_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_s: float) -> Crossings:
     import stable_baselines3 as sb3
     import torch
@@ -115,7 +121,7 @@ def sb3_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_s: float
     n_envs, total = settings.pop("n_envs"), settings.pop("n_timesteps")
     for key, value in list(settings.items()):
         if isinstance(value, tuple) and value[0] == "lin":
-            settings[key] = (lambda v: (lambda progress_remaining: progress_remaining * v))(value[1])
+            settings[key] = _linear_schedule(value[1])
     start = time.perf_counter()
     crossings = Crossings(thresholds, start)
 
@@ -169,7 +175,7 @@ def peers(mode: str) -> tuple[dict[str, Callable[[int, tuple[float, ...], float]
         return runs, {"peers": "--peers off"}
     if importlib.util.find_spec("stable_baselines3") is not None:
         for algo in SB3_SETTINGS:
-            runs[f"sb3_{algo}"] = (lambda a: (lambda seed, thr, budget: sb3_run(a, seed, thr, budget)))(algo)
+            runs[f"sb3_{algo}"] = functools.partial(sb3_run, algo)
     else:
         skipped["sb3"] = "stable-baselines3 is not installed (pip install 'rlrun[bench-peers]')"
     try:
@@ -179,7 +185,7 @@ def peers(mode: str) -> tuple[dict[str, Callable[[int, tuple[float, ...], float]
     else:
         why = "ray.rllib is not installed"
     if importable:
-        runs["rllib_ppo"] = lambda seed, thr, budget: rllib_run("ppo", seed, thr, budget)
+        runs["rllib_ppo"] = functools.partial(rllib_run, "ppo")
     else:
         skipped["rllib"] = why
     if mode == "on" and not runs:
@@ -220,6 +226,10 @@ def summarize(results: dict[str, list[Crossings]], thresholds: tuple[float, ...]
     return figures
 
 
+def _rlrun_contender(algo: str, budget_steps: int) -> Callable[[int, tuple[float, ...], float], Crossings]:
+    return lambda seed, thresholds, budget_s: rlrun_run(algo, seed, thresholds, budget_steps, budget_s)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="CI: seeds 0,1, no peers, 90 s per run")
@@ -238,9 +248,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     registered = registry.names("algo")
     wanted = [a for a in args.algos.split(",") if a]
-    contenders: dict[str, Callable[[int, tuple[float, ...], float], Crossings]] = {
-        f"rlrun_{a}": (lambda a: (lambda seed, thr, budget: rlrun_run(a, seed, thr, args.budget_env_steps, budget)))(a)
-        for a in wanted if a in registered}
+    contenders = {f"rlrun_{a}": _rlrun_contender(a, args.budget_env_steps) for a in wanted if a in registered}
     figures: dict[str, Any] = {"seeds": seeds, "window_episodes": WINDOW, "budget_env_steps": args.budget_env_steps,
                                "budget_s_per_run": budget_s, "load_average_before": load_average()}
     for a in wanted:

@@ -67,6 +67,124 @@ class DQNConfig:
     """Epsilon-greedy exploration after the schedule."""
     epsilon_decay_steps: int = 10_000
     """Env steps over which epsilon decays linearly from start to end."""
+    network: str = "mlp"
+    """Torso: mlp (hidden_sizes, activation) | nature_cnn (Mnih et al. 2015) | impala_resnet (Espeholt et al. 2018)."""
+    dueling: bool = False
+    """Dueling Q head, Q = V + A - mean(A) (Wang et al. 2016, Eq. 9)."""
+    prioritized_replay: bool = False
+    """Proportional prioritised replay (Schaul et al. 2016) instead of uniform replay."""
+    per_alpha: float = 0.6
+    """Priority exponent alpha (Schaul et al. 2016, Table 3: 0.6 for the proportional variant)."""
+    per_beta_start: float = 0.4
+    """Importance-sampling exponent beta at the start, annealed linearly to 1 (Schaul et al. 2016: 0.4)."""
+    per_beta_steps: int = 100_000
+    """Gradient steps over which beta anneals to 1."""
+    n_step: int = 1
+    """Steps per transition: n-step returns (Sutton 1988; Hessel et al. 2018 use 3); truncation bootstraps."""
+
+
+@dataclass
+class PPOConfig:
+    """PPO (Schulman et al. 2017) with the implementation details of CleanRL's ppo.py / Baselines' ppo2.
+
+    The defaults are conf/algo/ppo.yaml's (kept equal to it; each cited there): tuned for CartPole-v1 on 2 CPU
+    cores from the rl-baselines3-zoo CartPole-v1 hyperparameters. Run it with several env copies
+    (executor.num_envs=8): one rollout is rollout_steps x num_envs env steps.
+    """
+
+    name: str = "ppo"
+    lr: float = 1e-3
+    """Adam learning rate at env step 0 (annealed linearly to 0 over total_env_steps when anneal_lr)."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over total_env_steps (CleanRL's anneal_lr)."""
+    total_env_steps: Optional[int] = None
+    """Env steps of the LR schedule; the YAML default is the run's budget ${stop.env_steps}; null: constant LR."""
+    gamma: float = 0.98
+    """Discount factor per agent step."""
+    gae_lambda: float = 0.8
+    """GAE lambda (Schulman et al. 2016): 1 = Monte-Carlo advantages, 0 = one-step TD errors."""
+    rollout_steps: int = 32
+    """Agent steps per env copy per update (T); one update learns on T x executor.num_envs env steps."""
+    num_epochs: int = 10
+    """Passes over each rollout (epochs of minibatch gradient steps)."""
+    minibatch_size: int = 256
+    """Env steps (transitions) per gradient step."""
+    clip_eps: float = 0.2
+    """Clip range of the probability ratio, epsilon of Eq. 7 (dimensionless)."""
+    vf_clip_eps: Optional[float] = None
+    """Clip range of the value update around the rollout's values, in units of return; null: unclipped."""
+    vf_coef: float = 0.5
+    """Weight of the value loss in the total loss."""
+    ent_coef: float = 0.0
+    """Weight of the entropy bonus (nats) in the total loss."""
+    normalize_advantage: bool = True
+    """Normalise advantages to zero mean and unit std per minibatch."""
+    max_grad_norm: Optional[float] = 0.5
+    """Global gradient-norm clip per gradient step; null disables."""
+    adam_eps: float = 1e-5
+    """Adam's epsilon (CleanRL / Baselines: 1e-5 instead of torch's 1e-8)."""
+    network: str = "auto"
+    """Torso: auto (nature_cnn for uint8 images [C, H, W], else mlp) | mlp | nature_cnn | impala_resnet."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
+    """Hidden layer widths of an MLP torso."""
+    activation: str = "tanh"
+    """MLP torso activation: relu | tanh | elu."""
+    shared_torso: bool = False
+    """One torso for policy and value (Atari layout); false: the critic has its own torso of the same shape."""
+    orthogonal_init: bool = True
+    """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
+
+
+@dataclass
+class A2CConfig:
+    """Synchronous advantage actor-critic, A2C (Mnih et al. 2016, the synchronous variant of Algorithm S3 as in
+    OpenAI Baselines / SB3): one gradient step per rollout of n steps of every env copy.
+
+    The defaults are conf/algo/a2c.yaml's (kept equal to it; each cited there). Run it with several env copies
+    (executor.num_envs=8).
+    """
+
+    name: str = "a2c"
+    lr: float = 7e-4
+    """Learning rate at env step 0 (annealed linearly to 0 over total_env_steps when anneal_lr)."""
+    optimizer: str = "rmsprop"
+    """rmsprop (Mnih et al. 2016) | adam."""
+    rmsprop_alpha: float = 0.99
+    """RMSProp smoothing constant (rmsprop only)."""
+    optimizer_eps: float = 1e-5
+    """The optimizer's epsilon (Baselines / SB3: 1e-5)."""
+    anneal_lr: bool = False
+    """Anneal the learning rate linearly to 0 over total_env_steps."""
+    total_env_steps: Optional[int] = None
+    """Env steps of the LR schedule; the YAML default is the run's budget ${stop.env_steps}; null: constant LR."""
+    gamma: float = 0.99
+    """Discount factor per agent step."""
+    gae_lambda: float = 1.0
+    """GAE lambda: 1 = n-step returns minus V (the paper's advantage), < 1 = GAE."""
+    rollout_steps: int = 5
+    """Agent steps per env copy per gradient step (the paper's t_max)."""
+    vf_coef: float = 0.5
+    """Weight of the value loss in the total loss."""
+    ent_coef: float = 0.0
+    """Weight of the entropy bonus (nats) in the total loss."""
+    normalize_advantage: bool = False
+    """Normalise advantages to zero mean and unit std per rollout."""
+    max_grad_norm: Optional[float] = 0.5
+    """Global gradient-norm clip per gradient step; null disables."""
+    network: str = "auto"
+    """Torso: auto (nature_cnn for uint8 images [C, H, W], else mlp) | mlp | nature_cnn | impala_resnet."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
+    """Hidden layer widths of an MLP torso."""
+    activation: str = "tanh"
+    """MLP torso activation: relu | tanh | elu."""
+    shared_torso: bool = False
+    """One torso for policy and value (Atari layout); false: the critic has its own torso of the same shape."""
+    orthogonal_init: bool = True
+    """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
 
 
 # ---------------------------------------------------------------- env
@@ -257,6 +375,8 @@ GROUPS = ("algo", "env", "device", "executor", "logger")
 # The schema of each built-in option; plugins add theirs through the registry (entry.schema).
 _BUILTIN_SCHEMAS = {
     ("algo", "dqn"): DQNConfig,
+    ("algo", "ppo"): PPOConfig,
+    ("algo", "a2c"): A2CConfig,
     ("env", "gym"): GymEnvConfig,
     ("device", "device"): DeviceConfig,
     ("executor", "local"): LocalExecutorConfig,

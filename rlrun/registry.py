@@ -130,6 +130,10 @@ def _register_builtins(r: Registry) -> None:
     # Algorithms: the agent-and-plan class and its config schema.
     r.register("algo", "dqn", "rlrun.algos.dqn:DQN", schema="rlrun.config:DQNConfig",
                doc="Double DQN with a target network and uniform replay")
+    r.register("algo", "ppo", "rlrun.algos.ppo:PPO", schema="rlrun.config:PPOConfig",
+               doc="PPO: clipped surrogate on GAE advantages, minibatch epochs (Schulman et al. 2017)")
+    r.register("algo", "a2c", "rlrun.algos.a2c:A2C", schema="rlrun.config:A2CConfig",
+               doc="A2C: synchronous advantage actor-critic (Mnih et al. 2016)")
     # Environments: a factory of (vector env maker, spaces) from the env config node.
     r.register("env", "gym", "rlrun.envs.gym_env:GymEnvFactory", schema="rlrun.config:GymEnvConfig",
                doc="any registered gymnasium id (classic control, box2d, ...)")

@@ -1,4 +1,5 @@
-"""DQN: double DQN with a target network and uniform replay (Mnih et al. 2015; van Hasselt et al. 2016).
+"""DQN: double DQN with a target network (Mnih et al. 2015; van Hasselt et al. 2016), and as switches a dueling
+head (Wang et al. 2016), proportional prioritised replay (Schaul et al. 2016) and n-step returns.
 
 Read top to bottom: the Q-network, the agent (root component: act, observe, update), then the plan.
 Its config schema is ``rlrun.config.DQNConfig`` (each key documented there and in conf/algo/dqn.yaml).
@@ -15,23 +16,35 @@ from rlrun import spaces as sp
 from rlrun.algos.base import Algorithm, IterationResult
 from rlrun.components.base import Component, api
 from rlrun.components.exploration import EpsilonGreedy
-from rlrun.components.heads import QHead
+from rlrun.components.heads import DuelingQHead, QHead
 from rlrun.components.losses import DQNLoss
 from rlrun.components.memories import ReplayMemory
-from rlrun.components.networks import MLP
+from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN
+from rlrun.components.nstep import NStepAggregator
+from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.components.optimizers import GradientStep, Synchronization
 from rlrun.config import DQNConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 
 
-class QNetwork(Component):
-    """Torso + Q head: obs -> Q(obs, ·)."""
+def make_torso(cfg: DQNConfig) -> Component:
+    if cfg.network == "mlp":
+        return MLP(list(cfg.hidden_sizes), cfg.activation, name="torso")
+    if cfg.network == "nature_cnn":
+        return NatureCNN(name="torso")
+    if cfg.network == "impala_resnet":
+        return ImpalaResNet(name="torso")
+    raise ConfigError(f"algo.network={cfg.network}: not one of mlp, nature_cnn, impala_resnet.")
 
-    def __init__(self, hidden_sizes: list[int], activation: str, name: str = "q") -> None:
+
+class QNetwork(Component):
+    """Torso + Q head (plain or dueling): obs -> Q(obs, ·)."""
+
+    def __init__(self, cfg: DQNConfig, name: str = "q") -> None:
         super().__init__(name)
-        self.torso = MLP(hidden_sizes, activation, name="torso")
-        self.head = QHead("q_head")
+        self.torso = make_torso(cfg)
+        self.head = DuelingQHead(name="q_head") if cfg.dueling else QHead("q_head")
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         self.build_child(self.torso, obs=obs)
@@ -49,10 +62,17 @@ class DQNAgent(Component):
     def __init__(self, cfg: DQNConfig, seed: int = 0) -> None:
         super().__init__("dqn_agent")
         self.cfg = cfg
-        self.q = QNetwork(list(cfg.hidden_sizes), cfg.activation, name="q")
-        self.target_q = QNetwork(list(cfg.hidden_sizes), cfg.activation, name="target_q")
+        self.q = QNetwork(cfg, name="q")
+        self.target_q = QNetwork(cfg, name="target_q")
         self.exploration = EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps)
-        self.memory = ReplayMemory(cfg.buffer_size, seed=seed)
+        if cfg.prioritized_replay:
+            self.memory: Component = PrioritizedReplayMemory(cfg.buffer_size, alpha=cfg.per_alpha,
+                                                             beta_start=cfg.per_beta_start,
+                                                             beta_steps=cfg.per_beta_steps, seed=seed)
+        else:
+            self.memory = ReplayMemory(cfg.buffer_size, seed=seed)
+        # n > 1: transitions pass through the aggregator (per env copy of the one local worker) before replay.
+        self.n_step = NStepAggregator(cfg.n_step, cfg.gamma) if cfg.n_step > 1 else None
         self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
         # fused=True: one fused Adam kernel over all parameters instead of ~10 small ops per parameter tensor
         # (same update rule; about 100 us less per gradient step on CPU for this network size).
@@ -66,8 +86,11 @@ class DQNAgent(Component):
         self.target_q.requires_grad_(False)
         self.build_child(self.exploration, q=self.q.output("forward"))
         scalar = sp.Box(-np.inf, np.inf, (), np.float32)
-        self.build_child(self.memory, records=sp.Dict(
-            {"obs": obs, "action": actions, "reward": scalar, "next_obs": obs, "discount": scalar}))
+        records = sp.Dict({"obs": obs, "action": actions, "reward": scalar, "next_obs": obs, "discount": scalar})
+        if self.n_step is not None:
+            self.build_child(self.n_step, obs=obs, actions=actions)
+            records = self.n_step.output("add")
+        self.build_child(self.memory, records=records)
         self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
         self.optimizer.attach(self.q.parameters())
         self.output_spaces["get_actions"] = actions
@@ -77,17 +100,37 @@ class DQNAgent(Component):
         return self.exploration.get_actions(self.q(obs), explore)
 
     @api
-    def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any) -> None:
-        """Store a batch of transitions; ``terminated`` (not truncated) steps get discount 0."""
-        discount = self.cfg.gamma * (1.0 - np.asarray(terminated, dtype=np.float32))
-        self.memory.insert({"obs": obs, "action": actions, "reward": rewards, "next_obs": next_obs,
-                            "discount": discount})
+    def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any, truncated: Any = None,
+                num_envs: int = 1) -> None:
+        """Store a batch of transitions, rows ``[T * num_envs]`` step-major as a worker returns them.
+
+        ``terminated`` steps get discount 0; time-limit ``truncated`` ones bootstrap from ``next_obs`` (the real
+        final observation). With ``n_step > 1`` the rows go through the n-step aggregator one step at a time.
+        """
+        if self.n_step is None:
+            discount = self.cfg.gamma * (1.0 - np.asarray(terminated, dtype=np.float32))
+            self.memory.insert({"obs": obs, "action": actions, "reward": rewards, "next_obs": next_obs,
+                                "discount": discount})
+        else:
+            truncated = np.zeros_like(terminated) if truncated is None else truncated
+            obs_space = self.input_spaces["obs"]
+            for t in range(len(rewards) // num_envs):
+                rows = slice(t * num_envs, (t + 1) * num_envs)
+                step = self.n_step.add(_rows(obs_space, obs, rows), actions[rows], rewards[rows],
+                                       _rows(obs_space, next_obs, rows), terminated[rows], truncated[rows])
+                if len(step["reward"]):
+                    self.memory.insert(step)
         self.exploration.advance(len(rewards))
 
     @api
     def update(self, batch: dict | None = None) -> dict:
         """One gradient step on ``batch`` (default: a batch sampled from replay); then the target sync."""
-        batch = batch if batch is not None else self.memory.sample(self.cfg.batch_size)
+        indices = weights = None
+        if batch is None:
+            if self.cfg.prioritized_replay:
+                batch, indices, weights = self.memory.sample(self.cfg.batch_size)
+            else:
+                batch = self.memory.sample(self.cfg.batch_size)
 
         def loss_fn() -> tuple[torch.Tensor, dict]:
             q = self.q(batch["obs"])
@@ -95,10 +138,12 @@ class DQNAgent(Component):
                 q_next_target = self.target_q(batch["next_obs"])
                 q_next_online = self.q(batch["next_obs"]) if self.cfg.double_q else None
             loss, td = self.loss.loss(q, batch["action"], batch["reward"], batch["discount"], q_next_target,
-                                      q_next_online)
+                                      q_next_online, weights)
             return loss, {"td_error": td}
 
         info = self.optimizer.step(loss_fn)
+        if indices is not None:
+            self.memory.update_priorities(indices, info["td_error"])
         self.target_sync.step(self.q, self.target_q)
         return info
 
@@ -111,15 +156,23 @@ class DQNAgent(Component):
         self.q.load_state_dict(weights)
 
 
+def _rows(space: sp.Space, value: Any, rows: slice) -> Any:
+    return sp.unflatten(space, {k: v[rows] for k, v in sp.flatten(space, value).items()})
+
+
 class DQN(Algorithm):
     """The plan: sample from the worker set, store to replay, learn at the configured replay ratio."""
 
-    def __init__(self, cfg: DQNConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
-        super().__init__(cfg, spec, executor, device, seed)
+    @classmethod
+    def make_agent(cls, cfg: DQNConfig, spec: EnvSpec, seed: int) -> DQNAgent:
         if not isinstance(spec.action_space, sp.Discrete):
             raise ConfigError(f"algo=dqn needs a Discrete action space, but env {spec.id} has "
                               f"{sp.describe(spec.action_space)}. Choose an env with discrete actions.")
-        self.agent = DQNAgent(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space).to(device)
+        return DQNAgent(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+
+    def __init__(self, cfg: DQNConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
+        super().__init__(cfg, spec, executor, device, seed)
+        self.agent = self.make_agent(cfg, spec, seed).to(device)
         self.workers = executor.worker_set(self.agent, device)
         self.timer = executor.timer
         self.env_steps = 0
@@ -130,7 +183,8 @@ class DQN(Algorithm):
         result = IterationResult()
         for batch in self.workers.sample(self.cfg.rollout_steps):
             with self.timer("replay"):
-                self.agent.observe(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated)
+                self.agent.observe(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated,
+                                   batch.truncated, batch.num_envs)
             result.env_steps += batch.env_steps
             result.episode_returns += batch.episode_returns
             result.episode_lengths += batch.episode_lengths

@@ -35,9 +35,13 @@ class FlattenObservation(Component):
                 raise _unsupported(self.name, key, leaf)
         width = flat_input_dim(obs)
         self.output_spaces["forward"] = sp.Box(-np.inf, np.inf, (width,), np.float32)
+        # A rank-1 float32 Box is already what the layers take: pass it through untouched.
+        self._identity = (isinstance(obs, sp.Box) and len(obs.shape) == 1 and sp.dtype(obs) == torch.float32)
 
     @api
     def forward(self, obs) -> torch.Tensor:  # noqa: ANN001 - a tensor or a nest of tensors
+        if self._identity:
+            return obs
         if len(self._leaves) == 1 and "" in self._leaves:
             return self._leaf(self._leaves[""], obs)
         flat = sp.flatten(self.input_spaces["obs"], obs)

@@ -1,0 +1,422 @@
+"""The benchmark suite as a product (benchmarks/): baseline comparison, result schema, README regeneration, the
+runner's handling of failing benchmarks, TensorBoard/MLflow logging, plots, and one real tiny benchmark run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from benchmarks import baseline as bl
+from benchmarks.records import (
+    SCHEMA,
+    SchemaError,
+    check_record,
+    flatten_figures,
+    is_same_run_ratio,
+    numeric_figures,
+    read_records,
+    records_of,
+)
+from benchmarks.report import END, START, MarkerError, replace_between_markers, suite_markdown, update_readme
+from benchmarks.runner import ROOT, run_suite
+from benchmarks.suite import SUITE, Benchmark, Registered, _api_speed_ratios, by_name, ci_set
+
+HARDWARE = {"cpu": "Test CPU", "cores": 2, "gpu": None, "python": "3.11.7", "commit": "abc1234",
+            "date": "2026-11-21T12:00:00+00:00", "versions": {"torch": "2.13.0+cpu", "gymnasium": "1.4.0"}}
+
+
+def record(name: str, figures: dict, status: str = "ok", command: str = "python -m benchmarks.x") -> dict:
+    return {"benchmark": name, "command": command, "hardware": HARDWARE, "figures": figures, "status": status}
+
+
+def suite_data(records: list[dict], comparison: dict | None = None) -> dict:
+    data = {"schema": SCHEMA, "suite": "ci", "command": "rlrun-bench ci", "hardware": HARDWARE,
+            "date": HARDWARE["date"], "wall_time_s": 300.0, "load_average": {"before": [1.5, 1.2, 1.0],
+                                                                             "after": [2.0, 1.4, 1.1]},
+            "results": records}
+    if comparison is not None:
+        data["comparison"] = comparison
+    return data
+
+
+def baseline_of(entries: dict[str, dict[str, tuple[float, float]]]) -> dict:
+    return {"benchmarks": {b: {f: {"value": v, "tolerance": t} for f, (v, t) in figs.items()}
+                           for b, figs in entries.items()}}
+
+
+# ---------------------------------------------------------------------------------------------- baseline
+
+
+def test_a_ratio_that_fell_more_than_its_tolerance_fails() -> None:
+    """Baseline 0.98, tolerance 0.2: floor = 0.98 * (1 - 0.2) = 0.784. Current 0.70 < 0.784: it fell, by
+    0.70 / 0.98 - 1 = -28.6%."""
+    base = baseline_of({"logger_overhead": {"ratio/env_steps_per_s/tensorboard_vs_none": (0.98, 0.2)}})
+    result = bl.compare([record("logger_overhead", {"ratio": {"env_steps_per_s": {"tensorboard_vs_none": 0.70}}})],
+                        base)
+    assert not result.ok
+    [fell] = result.fell
+    assert fell.figure == "ratio/env_steps_per_s/tensorboard_vs_none"
+    assert fell.floor == pytest.approx(0.784)
+    assert fell.change == pytest.approx(0.70 / 0.98 - 1)
+    assert "0.700 vs baseline 0.980" in fell.line() and "0.784" in fell.line()
+
+
+@pytest.mark.parametrize("current", [0.80, 0.784, 0.95, 1.30])
+def test_a_noisy_ratio_within_tolerance_passes(current: float) -> None:
+    """Floor 0.98 * 0.8 = 0.784: 0.80 (18% lower, noise) and exactly the floor pass; higher is always fine."""
+    base = baseline_of({"b": {"ratio/x": (0.98, 0.2)}})
+    result = bl.compare([record("b", {"ratio/x": current})], base)
+    assert result.ok and len(result.passed) == 1 and not result.fell
+
+
+def test_absolute_times_are_never_compared() -> None:
+    """Even written into the baseline by hand, an absolute speed that fell 100x is not a finding; and rewriting the
+    baseline never stores absolute figures, only the run's ratios."""
+    base = baseline_of({"b": {"env_steps_per_s/none": (5000.0, 0.2), "build_ms/agent": (1.0, 0.2),
+                              "ratio/x": (1.0, 0.2)}})
+    current = record("b", {"env_steps_per_s/none": 50.0, "build_ms/agent": 100.0, "ratio/x": 0.99})
+    result = bl.compare([current], base)
+    assert result.ok and [f.figure for f in result.passed] == ["ratio/x"]
+    assert sorted(result.ignored) == ["b build_ms/agent", "b env_steps_per_s/none"]
+    new = bl.updated_baseline({"benchmarks": {}}, [current], lambda b, f: 0.25)
+    assert new["benchmarks"] == {"b": {"ratio/x": {"value": 0.99, "tolerance": 0.25}}}
+
+
+@pytest.mark.parametrize("figure, is_ratio", [
+    ("ratio/env_steps_per_s/tensorboard_vs_none", True), ("fraction_of_limit/pong/x4/local", True),
+    ("fraction_reached/rlrun_dqn/450", True), ("ratio/rlrun_wrappers_vs_gymnasium_wrappers", True),
+    ("env_steps_per_s/none", False), ("pong/x1/frames_per_s/serial_limit", False),
+    ("build_ratio/dueling_double_dqn_per_vs_rlgraph_650ms", False),  # an absolute time over a constant
+    ("time_s/rlrun_dqn/450", False), ("samples_per_s/cartpole_mlp/ratio", False)])
+def test_only_same_run_ratios_are_comparable(figure: str, is_ratio: bool) -> None:
+    assert is_same_run_ratio(figure) is is_ratio
+
+
+def test_missing_figures_failed_benchmarks_and_new_ratios() -> None:
+    base = baseline_of({"a": {"ratio/gone": (1.0, 0.2)}, "b": {"ratio/y": (1.0, 0.2)}})
+    records = [record("a", {"ratio/new": 0.5}), record("b", {}, status="failed")]
+    result = bl.compare(records, base)
+    assert result.ok  # a missing figure is reported, not a fall; a failed benchmark is the runner's business
+    assert [f.figure for f in result.missing] == ["ratio/gone"] and result.not_in_baseline == ["a ratio/new"]
+    assert "missing" in result.missing[0].line()
+
+
+def test_updating_the_baseline_keeps_tolerances_and_failed_benchmarks() -> None:
+    base = baseline_of({"a": {"ratio/x": (1.0, 0.3)}, "b": {"ratio/y": (0.9, 0.2)}})
+    records = [record("a", {"ratio/x": 0.95, "ratio/z": 0.5, "time_s": 3.0}), record("b", {}, status="failed")]
+    new = bl.updated_baseline(base, records, lambda b, f: 0.25, source={"command": "rlrun-bench ci"})
+    assert new["benchmarks"]["a"] == {"ratio/x": {"value": 0.95, "tolerance": 0.3},
+                                      "ratio/z": {"value": 0.5, "tolerance": 0.25}}
+    assert new["benchmarks"]["b"] == {"ratio/y": {"value": 0.9, "tolerance": 0.2}}
+    assert new["source"] == {"command": "rlrun-bench ci"} and "never compared" in new["about"]
+
+
+def test_the_committed_baseline_holds_only_ratios_with_tolerances() -> None:
+    base = bl.load_baseline(ROOT / "benchmarks" / "baseline.json")
+    names = by_name()
+    assert base["benchmarks"], "benchmarks/baseline.json is empty: run rlrun-bench ci --update-baseline"
+    for bench, figures in base["benchmarks"].items():
+        assert bench in names
+        for figure, entry in figures.items():
+            assert is_same_run_ratio(figure), figure
+            assert 0 < entry["tolerance"] < 1 and entry["value"] > 0
+
+
+# ---------------------------------------------------------------------------------------------- schema
+
+
+def test_write_result_writes_the_schema_for_the_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.common import OUT_ENV, write_result
+
+    out = tmp_path / "collected.json"
+    monkeypatch.setenv(OUT_ENV, str(out))
+    path = write_result("demo", {"ratio/x": 0.5, "nested": {"frames_per_s": 10}}, "python -m benchmarks.demo")
+    assert path == out
+    [rec] = read_records(out)
+    assert rec["benchmark"] == "demo" and rec["command"] == "python -m benchmarks.demo"
+    assert {"cpu", "cores", "gpu", "versions", "commit", "date"} <= set(rec["hardware"])
+    assert rec["hardware"]["versions"]["torch"].startswith("2.13")
+    assert len(rec["load_average"]) in (0, 3)
+    assert not list(tmp_path.glob("*-demo.json"))  # under the runner nothing else is written
+
+
+@pytest.mark.parametrize("broken, message", [
+    ({"command": "c", "hardware": HARDWARE, "figures": {}}, "missing key 'benchmark'"),
+    ({"benchmark": "b", "command": "c", "hardware": {"cpu": "x"}, "figures": {}}, "hardware lacks"),
+    ({"benchmark": "b", "command": "c", "hardware": HARDWARE, "figures": []}, "'figures' must be a dict"),
+    ({"benchmark": "b", "command": "c", "hardware": HARDWARE, "figures": {}, "status": "meh"}, "status 'meh'")])
+def test_records_outside_the_schema_are_refused(broken: dict, message: str) -> None:
+    with pytest.raises(SchemaError, match=message):
+        check_record(broken)
+
+
+def test_suite_files_and_single_records_read_alike() -> None:
+    rec = record("a", {"x": 1})
+    assert records_of(rec) == [rec] and records_of(suite_data([rec])) == [rec]
+    with pytest.raises(SchemaError, match="schema"):
+        records_of({**suite_data([rec]), "schema": "other/9"})
+
+
+def test_figures_flatten_and_only_finite_numbers_are_logged() -> None:
+    figures = {"pong": {"x1": {"frames_per_s": 3000.0, "blocks": [1, 2]}}, "ok": True, "n": 3, "bad": math.nan,
+               "note": "text", "none": None}
+    assert flatten_figures(figures)["pong/x1/frames_per_s"] == 3000.0
+    assert numeric_figures(figures) == {"pong/x1/frames_per_s": 3000.0, "n": 3.0}
+
+
+# ---------------------------------------------------------------------------------------------- README
+
+
+README = f"# Project\n\nIntro.\n\n## Performance\n\nHow to run.\n\n{START}\nold table\n{END}\n\n## Next\n\nMore.\n"
+
+
+def test_readme_is_regenerated_between_the_markers_only(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    result = tmp_path / "benchmarks" / "results" / "2026-11-21-abc1234.json"
+    result.parent.mkdir(parents=True)
+    rec = record("logger_overhead", {"env_steps_per_s": {"none": 2300.0}, "ratio/env_steps_per_s/tensorboard_vs_none":
+                                     0.99, "logger_start_ms/none": 1.0},
+                 command="python -m benchmarks.logger_overhead --quick")
+    result.write_text(json.dumps(suite_data([rec, record("scaling", {}, status="unavailable")])))
+    assert update_readme(readme, result, root=tmp_path)
+    text = readme.read_text()
+    before, after = README.split(START)[0], README.split(END)[1]
+    assert text.startswith(before + START) and text.endswith(END + after)
+    block = text.split(START)[1].split(END)[0]
+    assert "old table" not in block and "benchmarks/results/2026-11-21-abc1234.json" in block
+    assert "| logger_overhead | `ratio/env_steps_per_s/tensorboard_vs_none` | 0.990 | ≥ 0.97 (met) |" in block
+    assert "`python -m benchmarks.logger_overhead --quick`" in block
+    assert "Test CPU, 2 cores, GPU: none" in block and "torch 2.13.0+cpu" in block and "commit abc1234" in block
+    assert "logger_start_ms" not in block  # headline figures only; the .md file has them all
+    assert "`scaling`: unavailable" in block
+    assert not update_readme(readme, result, root=tmp_path)  # idempotent
+
+
+@pytest.mark.parametrize("text", ["no markers", f"{END}\nreversed\n{START}", f"{START} only"])
+def test_readme_without_markers_is_an_error(text: str) -> None:
+    with pytest.raises(MarkerError):
+        replace_between_markers(text, "x")
+
+
+def test_suite_markdown_shows_goals_baseline_and_what_was_not_measured() -> None:
+    base = baseline_of({"a": {"ratio/x": (1.0, 0.2)}})
+    records = [record("a", {"ratio/x": 0.5, "frames_per_s": 1234.5}), record("b", {}, status="failed")]
+    records[1]["error"] = "exit status 1:\nTraceback ...\nRuntimeError: boom"
+    data = suite_data(records, {"baseline": "b.json", **bl.compare(records, base).to_json()})
+    md = suite_markdown(data, (Benchmark("a", "m", "s", goals={"ratio/*": 0.9}),))
+    assert "| a | `ratio/x` | 0.500 | ≥ 0.9 (not met) | 1.000 (≥ 0.800) **FELL** |" in md
+    assert "| a | `frames_per_s` | 1,234 |" in md
+    assert "**b**: failed: RuntimeError: boom" in md and "1 fell" in md
+    assert "load average (1 / 5 / 15 min): before 1.50 / 1.20 / 1.00, after 2.00 / 1.40 / 1.10" in md
+
+
+# ---------------------------------------------------------------------------------------------- suite registry
+
+
+def test_benchmarks_wait_for_what_does_not_exist_yet() -> None:
+    waiting = Benchmark("w", "benchmarks.runner", "s", requires=(Registered("executor", "no_such_executor"),))
+    ready = Benchmark("r", "benchmarks.runner", "s", requires=(Registered("executor", "local"),))
+    unwritten = Benchmark("u", "benchmarks.no_such_module", "s")
+    assert waiting.unavailable() == ["executor=no_such_executor does not exist yet"]
+    assert ready.unavailable() == []
+    assert "benchmarks.no_such_module is not there" in unwritten.unavailable()[0]
+    not_runnable = {b.name for b in SUITE if b.unavailable()}
+    assert {"scaling", "pong_long", "ray_startup"} <= not_runnable  # listed, never faked
+
+
+def test_the_ci_set_and_its_judgement() -> None:
+    names = {b.name for b in ci_set()}
+    assert {"logger_overhead", "learner_throughput", "sampling_limit", "time_to_threshold", "env_speed",
+            "component_overhead"} == names
+    suite = by_name()
+    assert suite["logger_overhead"].goal("ratio/env_steps_per_s/tensorboard_vs_none") == 0.97
+    assert suite["sampling_limit"].tolerance("fraction_of_limit/pong/x4/local") == 0.3
+    assert suite["logger_overhead"].tolerance("something/else") == 0.25  # the default
+
+
+def test_component_overhead_ratios_are_derived_as_speed_ratios() -> None:
+    """t_api / t_bare - 1 = 0.25 (25% overhead) -> speed ratio 1 / 1.25 = 0.8; -0.2 -> 1.25 (faster)."""
+    derived = _api_speed_ratios({"act_overhead/cartpole_mlp/batch1": 0.25, "act_overhead/atari/batch256": -0.2,
+                                 "act_us/cartpole_mlp/batch1/api": 30.0})
+    assert derived == {"ratio/act_speed_api_vs_bare/cartpole_mlp/batch1": pytest.approx(0.8),
+                       "ratio/act_speed_api_vs_bare/atari/batch256": pytest.approx(1.25)}
+
+
+def test_serial_limit_and_medians_with_misses() -> None:
+    """Env 3000 steps/s and policy 1500/s one after the other: 1 / (1/3000 + 1/1500) = 1000 steps/s.
+    Seeds reaching a threshold in [10, miss, 30] s: median of [10, inf, 30] = 30; [miss, miss, 5]: a miss."""
+    from benchmarks.sampling_limit import serial_limit
+    from benchmarks.time_to_threshold import _median_or_none
+
+    assert serial_limit(3000.0, 1500.0) == pytest.approx(1000.0)
+    assert _median_or_none([10.0, None, 30.0]) == 30.0 and _median_or_none([None, None, 5.0]) is None
+
+
+def test_time_to_threshold_crossings_and_peer_ratios() -> None:
+    """20-episode window: 19 returns of 500 are not a mean yet; the 20th (440) gives (19*500 + 440)/20 = 497:
+    both 450 and 475 are reached then. Peer ratio = peer's median time / rlrun's = 30 / 20 = 1.5."""
+    from benchmarks.time_to_threshold import Crossings, summarize
+
+    c = Crossings((450.0, 475.0), start=0.0)
+    c.add([500.0] * 19, env_steps=1000)
+    assert c.reached == {} and not c.done
+    c.add([440.0], env_steps=1100)
+    assert c.done and {thr: steps for thr, (_, steps) in c.reached.items()} == {450.0: 1100, 475.0: 1100}
+
+    def runs(*times: float | None) -> list[Crossings]:
+        out = []
+        for t in times:
+            r = Crossings((450.0,), 0.0)
+            if t is not None:
+                r.reached[450.0] = (t, int(t * 1000))
+            out.append(r)
+        return out
+
+    figures = summarize({"rlrun_dqn": runs(20.0, 25.0, None), "sb3_ppo": runs(30.0, 31.0, 29.0)}, (450.0,))
+    assert figures["time_s/rlrun_dqn/450"] == 25.0 and figures["fraction_reached/rlrun_dqn/450"] == round(2 / 3, 4)
+    assert figures["time_s/sb3_ppo/450"] == 30.0 and figures["env_steps/sb3_ppo/450"] == 30000
+    assert figures["ratio/time_to_450/sb3_ppo_over_rlrun_dqn"] == pytest.approx(30.0 / 25.0)
+
+
+# ---------------------------------------------------------------------------------------------- runner
+
+
+# The runner's collection protocol: a benchmark writes its record to $RLRUN_BENCH_OUT (benchmarks.common.write_result
+# does; written out here so the fake starts in milliseconds: write_result's fingerprint imports torch).
+FAKE_OK = f"""
+import json, os
+record = {{"benchmark": "fake_ok", "command": "python -m fake_ok", "hardware": {HARDWARE!r},
+          "figures": {{"ratio/x": 0.5, "frames_per_s": 100.0}}}}
+open(os.environ["RLRUN_BENCH_OUT"], "w").write(json.dumps(record))
+"""
+FAKE_BROKEN = "raise RuntimeError('boom: this benchmark is broken')\n"
+FAKE_HANG = "import time\ntime.sleep(60)\n"
+
+
+@pytest.fixture
+def fake_benchmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Benchmark]:
+    """Three small benchmark modules (ok, broken, hanging) on the path of this process (where the runner checks
+    that a module exists) and of the benchmark processes (PYTHONPATH, given to run_suite)."""
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    for name, code in (("fake_ok", FAKE_OK), ("fake_broken", FAKE_BROKEN), ("fake_hang", FAKE_HANG)):
+        (mods / f"{name}.py").write_text(textwrap.dedent(code))
+    monkeypatch.syspath_prepend(str(mods))
+    return {"fake_ok": Benchmark("fake_ok", "fake_ok", "works"),
+            "fake_broken": Benchmark("fake_broken", "fake_broken", "raises"),
+            "fake_hang": Benchmark("fake_hang", "fake_hang", "hangs", timeout_s=1.5),
+            "fake_later": Benchmark("fake_later", "fake_ok", "waits",
+                                    requires=(Registered("executor", "no_such_executor"),))}
+
+
+def test_a_failing_benchmark_is_reported_and_the_others_still_run(tmp_path: Path, fake_benchmarks: dict,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    results, baseline = tmp_path / "results", tmp_path / "baseline.json"
+    baseline.write_text(json.dumps(baseline_of({"fake_ok": {"ratio/x": (0.5, 0.2)}})))
+    jobs = [(fake_benchmarks[n], []) for n in ("fake_broken", "fake_hang", "fake_ok", "fake_later")]
+    code, path = run_suite(jobs, "ci", "rlrun-bench ci", results=results, baseline_path=baseline, mlflow=False,
+                           extra_env={"PYTHONPATH": str(tmp_path / "mods")}, echo=False)
+    assert code == 1  # the broken and the hung benchmark fail the job
+    data = json.loads(path.read_text())
+    assert path.name.endswith(f"-{data['hardware']['commit'] or 'nocommit'}.json") and data["schema"] == SCHEMA
+    status = {r["benchmark"]: r["status"] for r in data["results"]}
+    assert status == {"fake_broken": "failed", "fake_hang": "timeout", "fake_ok": "ok", "fake_later": "unavailable"}
+    broken = data["results"][0]
+    assert "RuntimeError: boom" in broken["error"] and broken["command"] == "python -m fake_broken"
+    ok = data["results"][2]
+    assert ok["figures"]["ratio/x"] == 0.5 and ok["command"] == "python -m fake_ok"
+    assert set(ok["load_average"]) == {"before", "after"} and ok["wall_time_s"] > 0
+    assert data["comparison"]["ok"] and len(data["comparison"]["passed"]) == 1
+    assert "fake_broken (failed), fake_hang (timeout)" in capsys.readouterr().err
+    assert path.with_suffix(".md").exists() and list((results / "tb" / "fake_ok").glob("events.out.tfevents.*"))
+    assert not list((results / "tmp").glob("*.json"))
+
+
+def test_a_fallen_ratio_fails_the_run_and_names_the_figure(tmp_path: Path, fake_benchmarks: dict,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """fake_ok reports ratio/x = 0.5; baseline 1.0 with tolerance 0.3 -> floor 0.7 > 0.5: fell."""
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps(baseline_of({"fake_ok": {"ratio/x": (1.0, 0.3)}})))
+    code, path = run_suite([(fake_benchmarks["fake_ok"], [])], "fake_ok", "rlrun-bench fake_ok",
+                           results=tmp_path / "r", baseline_path=baseline, mlflow=False, tensorboard=False,
+                           extra_env={"PYTHONPATH": str(tmp_path / "mods")}, echo=False)
+    assert code == 1 and path.name.endswith("-fake_ok.json")
+    err = capsys.readouterr().err
+    assert "fake_ok ratio/x: 0.500 vs baseline 1.000" in err
+    # accepting the run as the new baseline: no failure, and the tolerance the figure had is kept
+    code, _ = run_suite([(fake_benchmarks["fake_ok"], [])], "fake_ok", "rlrun-bench fake_ok", results=tmp_path / "r",
+                        baseline_path=baseline, update_baseline=True, mlflow=False, tensorboard=False,
+                        extra_env={"PYTHONPATH": str(tmp_path / "mods")}, echo=False)
+    assert code == 0
+    assert json.loads(baseline.read_text())["benchmarks"]["fake_ok"] == {"ratio/x": {"value": 0.5, "tolerance": 0.3}}
+
+
+def test_one_real_tiny_benchmark_through_the_runner(tmp_path: Path) -> None:
+    bench = by_name()["learner_throughput"]
+    code, path = run_suite([(bench, ["--cases", "cartpole_mlp", "--rounds", "1", "--min-time", "0.05"])],
+                           "learner_throughput", "rlrun-bench learner_throughput", results=tmp_path,
+                           baseline_path=tmp_path / "none.json", mlflow=False, tensorboard=False, echo=False)
+    assert code == 0
+    [rec] = read_records(path)
+    assert rec["status"] == "ok" and rec["benchmark"] == "learner_throughput"
+    assert rec["command"] == "python -m benchmarks.learner_throughput --cases cartpole_mlp --rounds 1 --min-time 0.05"
+    figures = rec["figures"]
+    assert figures["samples_per_s/cartpole_mlp/rlrun"] > 0 and figures["samples_per_s/cartpole_mlp/bare"] > 0
+    assert 0 < figures["ratio/samples_per_s/cartpole_mlp/rlrun_vs_bare"] < 10
+    assert rec["hardware"]["versions"]["torch"].startswith("2.13")
+
+
+# ---------------------------------------------------------------------------------------------- logging, plots, CLI
+
+
+def test_figures_go_to_mlflow_as_a_parent_run_with_a_child_per_benchmark(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from benchmarks.tracking import EXPERIMENT, log_records
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    where = log_records([record("a", {"ratio/x": 0.9, "nested": {"frames_per_s": 10.0}, "note": "text"}),
+                         record("b", {}, status="failed")], tmp_path, "ci", "rlrun-bench ci", uri=uri)
+    assert where["mlflow_uri"] == uri and where["mlflow_run_id"]
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
+    children = {r.data.tags["rlrun.bench.benchmark"]: r for r in runs if r.info.run_id != where["mlflow_run_id"]}
+    assert children["a"].data.metrics == {"ratio/x": 0.9, "nested/frames_per_s": 10.0}
+    assert children["a"].data.tags["mlflow.parentRunId"] == where["mlflow_run_id"]
+    assert children["b"].info.status == "FAILED" and "rlrun.hw.cpu" in children["a"].data.tags
+    assert list((tmp_path / "tb" / "a").glob("events.out.tfevents.*"))
+
+
+def test_plots_are_drawn_from_the_result_files(tmp_path: Path) -> None:
+    from benchmarks.plots import collect, plot_all
+
+    for i, (commit, fps, frac) in enumerate((("aaa1111", 900.0, 0.7), ("bbb2222", 1000.0, 0.8))):
+        hw = {**HARDWARE, "commit": commit, "date": f"2026-11-2{i}T00:00:00+00:00"}
+        data = suite_data([{**record("sampling_limit", {"pong/x1/frames_per_s/rlrun_local": fps,
+                                                        "fraction_of_limit/pong/x1/local": frac}), "hardware": hw}])
+        data["date"] = hw["date"]
+        (tmp_path / f"{commit}.json").write_text(json.dumps(data))
+    (tmp_path / "baseline.json").write_text("{}")  # not a result file
+    labels, series = collect(tmp_path)
+    assert labels == ["2026-11-20\naaa1111", "2026-11-21\nbbb2222"]
+    assert series["sampling_limit"]["fraction_of_limit/pong/x1/local"] == {0: 0.7, 1: 0.8}
+    [png] = plot_all(tmp_path, tmp_path / "plots")
+    assert png.name == "sampling_limit.png" and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rlrun_bench_console_script_lists_the_suite() -> None:
+    exe = Path(sys.executable).parent / "rlrun-bench"
+    env = {k: v for k, v in os.environ.items() if k != "RLRUN_BENCH_RESULTS"}
+    proc = subprocess.run([str(exe), "list"], capture_output=True, text=True, timeout=60, env=env, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert "logger_overhead" in proc.stdout and "scaling" in proc.stdout and "unavailable" in proc.stdout
+    bad = subprocess.run([str(exe), "nonsense"], capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode == 2 and "unknown command or benchmark 'nonsense'" in bad.stderr
