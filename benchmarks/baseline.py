@@ -91,10 +91,12 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def compare(records: list[dict[str, Any]], baseline: dict[str, Any]) -> Comparison:
+def compare(records: list[dict[str, Any]], baseline: dict[str, Any],
+            compared: Callable[[str, str], bool] = lambda benchmark, figure: True) -> Comparison:
     """Compare the ratio figures of successful records with the baseline entries of the same benchmarks.
 
     Benchmarks that did not run (or failed: their failure is reported by the runner) are not compared.
+    ``compared(benchmark, figure)`` picks the ratios listed as "not in the baseline yet" when missing from it.
     """
     result = Comparison()
     for record in records:
@@ -115,13 +117,15 @@ def compare(records: list[dict[str, Any]], baseline: dict[str, Any]) -> Comparis
             else:
                 result.passed.append(finding)
         result.not_in_baseline += [f"{name} {f}" for f in sorted(figures)
-                                   if is_same_run_ratio(f) and f not in entries]
+                                   if is_same_run_ratio(f) and f not in entries and compared(name, f)]
     return result
 
 
 def updated_baseline(baseline: dict[str, Any], records: list[dict[str, Any]], tolerance_of: Callable[[str, str], float],
-                     source: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The baseline with every successful benchmark's entries replaced by this run's ratio figures.
+                     source: dict[str, Any] | None = None,
+                     compared: Callable[[str, str], bool] = lambda benchmark, figure: True) -> dict[str, Any]:
+    """The baseline with every successful benchmark's entries replaced by this run's ratio figures (those that
+    ``compared(benchmark, figure)`` selects; absolute figures never).
 
     A figure keeps the tolerance it had in the baseline (someone may have tuned it); a new figure gets
     ``tolerance_of(benchmark, figure)``. Benchmarks that failed or did not run keep their old entries.
@@ -134,7 +138,7 @@ def updated_baseline(baseline: dict[str, Any], records: list[dict[str, Any]], to
         old = benchmarks.get(name, {})
         new = {}
         for figure, value in sorted(numeric_figures(record["figures"]).items()):
-            if not is_same_run_ratio(figure):
+            if not is_same_run_ratio(figure) or not compared(name, figure):
                 continue
             tol = old[figure]["tolerance"] if figure in old else tolerance_of(name, figure)
             new[figure] = {"value": round(value, 4), "tolerance": tol}

@@ -75,30 +75,39 @@ def interleaved_ratio(fn: Callable[[], Any], baseline: Callable[[], Any], rounds
     return statistics.median(a), statistics.median(b), statistics.median(r)
 
 
-def alternating_ratio(fn: Callable[[], Any], baseline: Callable[[], Any], rounds: int = 7,
-                      min_time_s: float = 0.2) -> tuple[float, float, float]:
+def alternating_ratios(fn: Callable[[], Any], baseline: Callable[[], Any], rounds: int = 7, min_time_s: float = 0.2,
+                       clocks: dict[str, Callable[[], float]] | None = None) -> dict[str, tuple[float, float, float]]:
     """Like :func:`interleaved_ratio`, but alternating single calls within each round (fn, baseline, baseline,
-    fn, ...), so a burst of other work on the shared cores hits both sides alike: (median fn time, median
-    baseline time, median of per-round ratios fn/baseline). For calls of a millisecond or more; each round spends
-    about ``min_time_s`` on the two together."""
+    fn, ...), so a burst of other work on the shared cores hits both sides alike. Each call is timed on every clock
+    (default: ``wall`` = perf_counter and ``cpu`` = this thread's CPU time, which other processes on the cores
+    barely disturb); per clock: (median fn time, median baseline time, median of per-round ratios fn/baseline).
+    For calls of a millisecond or more; each round spends about ``min_time_s`` on the two together."""
+    clocks = clocks or {"wall": time.perf_counter, "cpu": time.thread_time}
     fn()
     baseline()
     start = time.perf_counter()
     fn()
     baseline()
     calls = max(int(min_time_s / max(time.perf_counter() - start, 1e-9)), 1)
-    a, b, r = [], [], []
+    per_round: dict[str, list[tuple[float, float]]] = {name: [] for name in clocks}
     for _ in range(rounds):
-        spent = {fn: 0.0, baseline: 0.0}
+        spent = {name: [0.0, 0.0] for name in clocks}
         for i in range(calls):
-            for f in ((fn, baseline) if i % 2 == 0 else (baseline, fn)):
-                t0 = time.perf_counter()
+            for side, f in (((0, fn), (1, baseline)) if i % 2 == 0 else ((1, baseline), (0, fn))):
+                t0 = {name: clock() for name, clock in clocks.items()}
                 f()
-                spent[f] += time.perf_counter() - t0
-        a.append(spent[fn] / calls)
-        b.append(spent[baseline] / calls)
-        r.append(spent[fn] / spent[baseline])
-    return statistics.median(a), statistics.median(b), statistics.median(r)
+                for name, clock in clocks.items():
+                    spent[name][side] += clock() - t0[name]
+        for name in clocks:
+            per_round[name].append((spent[name][0] / calls, spent[name][1] / calls))
+    return {name: (statistics.median(a for a, _ in rows), statistics.median(b for _, b in rows),
+                   statistics.median(a / b for a, b in rows)) for name, rows in per_round.items()}
+
+
+def alternating_ratio(fn: Callable[[], Any], baseline: Callable[[], Any], rounds: int = 7,
+                      min_time_s: float = 0.2) -> tuple[float, float, float]:
+    """:func:`alternating_ratios` on the wall clock only: (median fn time, median baseline time, median ratio)."""
+    return alternating_ratios(fn, baseline, rounds, min_time_s, {"wall": time.perf_counter})["wall"]
 
 
 def write_result(name: str, figures: dict[str, Any], command: str) -> Path:

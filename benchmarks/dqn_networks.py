@@ -1,15 +1,10 @@
-"""The DQN agent with the Nature CNN or the MLP (as the benchmarks need it), and the same Q-networks written by
-hand in plain PyTorch, with the agent's weights copied in: the "bare" side of the learner and sampling benchmarks.
-
-``DQNConfig`` is to gain a ``network`` key (``mlp`` | ``nature_cnn``). While it has none, :func:`dqn_agent` builds
-the agent as ``rlrun/algos/dqn.py`` does and puts a ``NatureCNN`` torso in place of the MLP before the build, and
-says so (the ``how`` it returns goes into the result's figures).
-"""
+"""The DQN agent with the Nature CNN or the MLP (``algo.network``), and the same Q-networks written by hand in
+plain PyTorch, with the agent's weights copied in: the "bare" side of the learner and sampling benchmarks."""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,33 +17,16 @@ ATARI_OBS = sp.Box(0, 255, (4, 84, 84), np.uint8)
 CARTPOLE_OBS = sp.Box(-np.inf, np.inf, (4,), np.float32)
 
 
-def dqn_agent(obs_space: sp.Space, actions: sp.Discrete, network: str, seed: int = 0, **overrides: Any
-              ) -> tuple[Any, str]:
-    """``(built DQNAgent, how)``; ``network``: ``mlp`` or ``nature_cnn``; ``overrides``: DQNConfig fields.
-
-    The replay memory is kept tiny (``buffer_size`` 64 unless overridden): these benchmarks feed batches
-    themselves, and 100k Atari frames would be 5.6 GB.
-    """
+def dqn_agent(obs_space: sp.Space, actions: sp.Discrete, network: str, seed: int = 0, **overrides: Any) -> Any:
+    """The built DQNAgent (plain Q head, uniform replay); ``network``: ``mlp`` or ``nature_cnn``; ``overrides``:
+    other DQNConfig fields. The replay memory is kept tiny (``buffer_size`` 64 unless overridden): these
+    benchmarks feed batches themselves, and 100k Atari frames would be 5.6 GB."""
     from rlrun.algos.dqn import DQNAgent
     from rlrun.config import DQNConfig
 
     overrides.setdefault("buffer_size", 64)
-    if "network" in {f.name for f in fields(DQNConfig)}:
-        agent = DQNAgent(replace(DQNConfig(), network=network, **overrides), seed)
-        how = f"DQNConfig(network={network})"
-    else:
-        agent = DQNAgent(replace(DQNConfig(), **overrides), seed)
-        how = "DQNConfig(network=mlp): DQNConfig has no network key yet"
-        if network == "nature_cnn":
-            from rlrun.components.networks import NatureCNN
-
-            agent.q.torso = NatureCNN(name="torso")
-            agent.target_q.torso = NatureCNN(name="torso")
-            how = ("DQNConfig has no network key yet: the agent of rlrun/algos/dqn.py with a NatureCNN torso put in "
-                   "place of its MLP before the build")
-        elif network != "mlp":
-            raise ValueError(f"network {network!r} is not one of mlp, nature_cnn")
-    return agent.build(obs=obs_space, actions=actions), how
+    cfg = replace(DQNConfig(), network=network, dueling=False, prioritized_replay=False, **overrides)
+    return DQNAgent(cfg, seed).build(obs=obs_space, actions=actions)
 
 
 def bare_q_network(obs_space: sp.Box, num_actions: int, network: str, hidden_sizes: list[int] = (64, 64)

@@ -8,15 +8,20 @@ For each setting (an env and a number of env copies), in one process and interle
     a batch of N real observations to greedy actions (``from_numpy`` -> network -> argmax -> numpy), inference
     mode: observations/s;
 (c) **rlrun acting**: the DQN agent (Nature CNN on Atari, MLP on CartPole) acting through the executor's worker set,
-    ``worker_set.sample(rollout_steps)`` with exploration on as in training, no learning and no replay: env steps/s.
+    ``worker_set.sample_async(rollout_steps)`` (batches as they arrive, as an Ape-X plan samples) with exploration
+    on as in training, no learning and no replay: env steps/s.
 
 The serial limit is ``1 / (1/a + 1/b)``: env and policy on the same cores, one after the other (DESIGN.md,
 "Performance model"); (c) is reported as ``fraction_of_limit/<env>/x<N>/<executor>`` (goal, issue 7: >= 0.8),
 the median over rounds of the per-round fraction. ``time_share/...`` splits (c)'s wall time into env stepping,
 inference and the rest (building batches, bookkeeping), from the worker's own stage timers.
 
-Executors: every one of ``EXECUTORS`` that rlrun's registry has is measured; one that does not exist yet
-(``executor=ray``) is listed under ``unavailable/`` with the reason, and is measured once it is registered.
+Executors: every one of ``EXECUTORS`` that rlrun's registry has is measured with the same number of env copies
+(``executor_overrides``): ``local``, one in-process worker with N copies; ``ray``, min(N, cores) worker actors
+sharing the N copies (so its (c) runs in parallel and may pass the *serial* limit). One Ray cluster serves every
+setting (started here, so its start-up is not timed: that is the ``ray_startup`` benchmark's). ``time_share`` is
+reported for ``local`` only (Ray workers' stage times overlap). An executor that fails (or does not exist yet)
+is listed under ``unavailable/`` with the reason; the others are still measured.
 Settings: CartPole-v1 with 1 and 8 copies; Pong (DeepMind protocol, ``env=pong``) with 1 and 4 copies when the
 Atari env can be built here. One torch thread, as rlrun's default.
 
@@ -26,6 +31,7 @@ Atari env can be built here. One torch thread, as rlrun's default.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -38,6 +44,17 @@ from benchmarks.common import load_average, write_result
 from benchmarks.dqn_networks import bare_copy_of, bare_input, dqn_agent
 
 EXECUTORS = ("local", "ray")
+
+
+def executor_overrides(name: str, num_envs: int, cores: int) -> list[str]:
+    """Config overrides that give executor ``name`` ``num_envs`` env copies in all (sync vector envs)."""
+    if name == "local":
+        return [f"executor.num_envs={num_envs}", "executor.vector_mode=sync"]
+    if name == "ray":
+        workers = max(w for w in range(1, min(num_envs, cores) + 1) if num_envs % w == 0)
+        return ["executor=ray", f"executor.num_workers={workers}",
+                f"executor.num_envs_per_worker={num_envs // workers}", "executor.vector_mode=sync"]
+    return [f"executor={name}"]
 SETTINGS = (("cartpole", 1), ("cartpole", 8), ("pong", 1), ("pong", 4))
 ROLLOUT_STEPS = 16  # agent steps per env copy per sample() call: DQN's default algo.rollout_steps
 
@@ -66,14 +83,12 @@ class Setting:
         from rlrun.registry import registry
 
         self.env, self.num_envs, self.seed = env, num_envs, seed
-        self.overrides = [f"env={env}", f"executor.num_envs={num_envs}", "executor.vector_mode=sync",
-                          f"seed={seed}"]
-        cfg = compose(self.overrides)
+        self.overrides = [f"env={env}", f"seed={seed}"]
+        cfg = compose([*self.overrides, *executor_overrides("local", num_envs, 1)])
         self.factory = registry.build("env", cfg.env.name, cfg.env)
         self.spec = self.factory.spec
         self.network = "nature_cnn" if len(self.spec.observation_space.shape) == 3 else "mlp"
-        self.agent, self.agent_built_with = dqn_agent(self.spec.observation_space, self.spec.action_space,
-                                                      self.network, seed)
+        self.agent = dqn_agent(self.spec.observation_space, self.spec.action_space, self.network, seed)
         self.agent.eval()
         # (a) the raw env copies, random actions drawn up front
         self.envs = self.factory.make_vector(num_envs, str(cfg.executor.vector_mode))
@@ -93,10 +108,12 @@ class Setting:
         from rlrun.graph_command import compose
         from rlrun.registry import registry
 
-        cfg = compose([*self.overrides, f"executor={name}"] if name != "local" else self.overrides)
+        cfg = compose([*self.overrides, *executor_overrides(name, self.num_envs, os.cpu_count() or 1)])
         executor = registry.build("executor", cfg.executor.name, cfg.executor, self.factory, self.seed)
         self.executors[name] = executor
         self.worker_sets[name] = executor.worker_set(self.agent, torch.device("cpu"))
+        if self.worker_sets[name].num_envs != self.num_envs:
+            raise RuntimeError(f"executor={name} has {self.worker_sets[name].num_envs} env copies, not {self.num_envs}")
 
     def raw_env(self, seconds: float) -> float:
         def step() -> int:
@@ -124,10 +141,12 @@ class Setting:
 
         def step() -> int:
             nonlocal env_s, inf_s
-            batches = ws.sample(ROLLOUT_STEPS, explore=True)
-            env_s += sum(b.env_seconds for b in batches)
-            inf_s += sum(b.inference_seconds for b in batches)
-            return sum(b.env_steps for b in batches)
+            steps = 0
+            for batch, _ in ws.sample_async(ROLLOUT_STEPS, explore=True, min_batches=ws.num_workers):
+                env_s += batch.env_seconds
+                inf_s += batch.inference_seconds
+                steps += batch.env_steps
+            return steps
 
         units, elapsed = _timed_blocks(step, seconds)
         shares = {"env": env_s / elapsed, "inference": inf_s / elapsed,
@@ -140,17 +159,36 @@ class Setting:
             executor.stop()
 
 
+def _short(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+
+
 def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: list[str]) -> dict[str, Any]:
     setting = Setting(env, num_envs)
     key = f"{env}/x{num_envs}"
     skip = setting.spec.frame_skip
+    failed: dict[str, str] = {}
+
+    def isolated(name: str, fn: Any) -> Any:
+        """Run ``fn``; a failure of an executor other than local drops that executor, with the reason."""
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001
+            if name == "local":
+                raise
+            failed[name] = _short(e)
+            print(f"sampling_limit: {key}: executor={name} dropped: {failed[name]}", file=sys.stderr)
+            return None
+
     try:
         for name in executors:
-            setting.add_executor(name)
+            isolated(name, lambda: setting.add_executor(name))  # noqa: B023 - called at once
+        executors = [n for n in executors if n not in failed]
         setting.raw_env(min(seconds, 0.3))  # warm-up of every side
         setting.policy_forward(min(seconds, 0.3))
         for name in executors:
-            setting.acting(name, min(seconds, 0.3))
+            isolated(name, lambda: setting.acting(name, min(seconds, 0.3)))  # noqa: B023 - called at once
+        executors = [n for n in executors if n not in failed]
         raw, policy, limit = [], [], []
         acting: dict[str, list[float]] = {n: [] for n in executors}
         fractions: dict[str, list[float]] = {n: [] for n in executors}
@@ -162,16 +200,17 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: lis
             raw.append(a)
             policy.append(b)
             limit.append(serial)
-            for name in executors:
-                c, share = setting.acting(name, seconds)
-                acting[name].append(c)
-                fractions[name].append(c / serial)
-                shares[name].append(share)
+            for name in [n for n in executors if n not in failed]:
+                measured = isolated(name, lambda: setting.acting(name, seconds))  # noqa: B023 - called at once
+                if measured is not None:
+                    acting[name].append(measured[0])
+                    fractions[name].append(measured[0] / serial)
+                    shares[name].append(measured[1])
     finally:
         setting.close()
+    executors = [n for n in executors if n not in failed]
     med = statistics.median
-    figures: dict[str, Any] = {f"{key}/network": setting.network, f"{key}/frame_skip": skip,
-                               f"{key}/agent_built_with": setting.agent_built_with}
+    figures: dict[str, Any] = {f"{key}/network": setting.network, f"{key}/frame_skip": skip}
     for label, values in (("raw_env", raw), ("policy_forward", policy), ("serial_limit", limit),
                           *((f"rlrun_{n}", acting[n]) for n in executors)):
         figures[f"{key}/env_steps_per_s/{label}"] = round(med(values), 1)
@@ -179,9 +218,24 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: lis
     for name in executors:
         figures[f"fraction_of_limit/{key}/{name}"] = round(med(fractions[name]), 4)
         figures[f"fraction_of_limit/{key}/{name}/rounds"] = [round(f, 4) for f in fractions[name]]
-        for part in ("env", "inference", "other"):
-            figures[f"time_share/{key}/{name}/{part}"] = round(med(s[part] for s in shares[name]), 4)
+        if name == "local":
+            for part in ("env", "inference", "other"):
+                figures[f"time_share/{key}/{name}/{part}"] = round(med(s[part] for s in shares[name]), 4)
+    for name, why in failed.items():
+        figures[f"unavailable/executor_{name}/{key}"] = why
     return figures
+
+
+def start_ray() -> bool:
+    """One local Ray cluster for every setting (each RayExecutor then leaves it running); True if started here."""
+    import logging
+
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(include_dashboard=False, num_cpus=os.cpu_count(), logging_level=logging.WARNING)
+    return True
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -191,6 +245,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, help="rounds of (a), (b), (c) (default 5; --quick 3)")
     parser.add_argument("--settings", default=",".join(f"{e}:{n}" for e, n in SETTINGS),
                         help="comma-separated env:copies (env: a config option of the env group)")
+    parser.add_argument("--executors", help=f"comma-separated (default: those of {', '.join(EXECUTORS)} that exist)")
     args = parser.parse_args(argv)
     seconds = args.seconds or (0.4 if args.quick else 1.0)
     rounds = args.rounds or (3 if args.quick else 5)
@@ -198,22 +253,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from rlrun.registry import registry
 
     registered = registry.names("executor")
-    executors = [e for e in EXECUTORS if e in registered]
+    executors = [e for e in (args.executors.split(",") if args.executors else EXECUTORS) if e in registered]
     figures: dict[str, Any] = {"seconds_per_block": seconds, "rounds": rounds, "rollout_steps": ROLLOUT_STEPS,
                                "load_average_before": load_average()}
     for name in EXECUTORS:
         if name not in registered:
             figures[f"unavailable/executor_{name}"] = (f"executor={name} does not exist yet; its acting throughput "
                                                        f"is measured here once it is registered")
-    for item in [s for s in args.settings.split(",") if s]:
-        env, _, copies = item.partition(":")
-        try:
-            figures.update(measure(env, int(copies or 1), rounds, seconds, executors))
-        except Exception as e:  # noqa: BLE001 - e.g. the Atari env cannot be built here: the others still run
-            if env == "cartpole":
-                raise
-            figures[f"unavailable/{env}_x{copies}"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-            print(f"sampling_limit: {env}:{copies} skipped: {e}", file=sys.stderr)
+    started_ray = "ray" in executors and start_ray()
+    try:
+        for item in [s for s in args.settings.split(",") if s]:
+            env, _, copies = item.partition(":")
+            try:
+                figures.update(measure(env, int(copies or 1), rounds, seconds, executors))
+            except Exception as e:  # noqa: BLE001 - e.g. the Atari env cannot be built here: the others still run
+                if env == "cartpole":
+                    raise
+                figures[f"unavailable/{env}_x{copies}"] = _short(e)
+                print(f"sampling_limit: {env}:{copies} skipped: {e}", file=sys.stderr)
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
     figures["load_average_after"] = load_average()
     command = "python -m benchmarks.sampling_limit " + " ".join(sys.argv[1:] if argv is None else argv)
     path = write_result("sampling_limit", figures, command.strip())

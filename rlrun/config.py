@@ -251,9 +251,19 @@ class AtariEnvConfig:
 @dataclass
 class DeviceConfig:
     name: str = "cpu"
-    """cpu | cuda | auto (CUDA if present, else CPU)."""
+    """cpu | cuda | auto (CUDA if present, else CPU) | replicas (synchronous data-parallel learner update)."""
     torch_threads: int = 1
     """torch intra-op threads in this process; 1 is fastest when env workers share the cores (MEASURED.md)."""
+    map: dict[str, str] = field(default_factory=dict)
+    """Per-component placement, component name (or dotted path, e.g. q.torso) -> torch device, e.g.
+    {memory: cpu, q: cuda}; applied after the agent is built; unmapped components stay on their parent's device."""
+    num_replicas: int = 0
+    """device=replicas: replicas the update batch is split across (gradients averaged, one optimizer step);
+    0 = one per visible CUDA device."""
+    compile: bool = False
+    """torch.compile the agent's networks (act and update paths); falls back to eager with a warning."""
+    precision: str = "fp32"
+    """fp32 | bf16 (bfloat16 autocast for the update; CUDA only)."""
 
 
 # ---------------------------------------------------------------- executor
@@ -265,7 +275,41 @@ class LocalExecutorConfig:
     num_envs: int = 1
     """Environment copies stepped together by the one in-process worker."""
     vector_mode: str = "sync"
-    """sync: all env copies in this process | async: one subprocess per env copy (gymnasium AsyncVectorEnv)."""
+    """sync: all env copies in this process | async: one subprocess per env copy (gymnasium AsyncVectorEnv) |
+    serial: sync env copies and the policy called on one observation at a time (batch 1), for debugging."""
+
+
+@dataclass
+class RayExecutorConfig:
+    """Rollout workers as Ray actors, the learner in the driver (rlrun/execution/ray_executor.py)."""
+
+    name: str = "ray"
+    num_workers: int = 2
+    """Rollout worker actors (processes)."""
+    num_envs_per_worker: int = 1
+    """Env copies per worker; worker w's copy i is seeded with seed + w * num_envs_per_worker + i."""
+    vector_mode: str = "sync"
+    """How a worker steps its env copies: sync | async (a subprocess per copy) | serial (batch-1 inference)."""
+    address: Optional[str] = None
+    """null: start a local Ray cluster (shut down at the end) | auto: the cluster `ray start` made on this machine |
+    ray://host:10001: a remote cluster through Ray Client."""
+    num_cpus: Optional[int] = None
+    """CPUs of the local cluster this executor starts (null: every core); ignored with an address."""
+    object_store_memory: Optional[int] = None
+    """Bytes of Ray's object store of the local cluster this executor starts (null: Ray's default, 30% of RAM)."""
+    cpus_per_worker: float = 1.0
+    """CPUs Ray reserves for each worker actor (num_workers x this must fit in the cluster)."""
+    worker_device: str = "cpu"
+    """Device the workers act on (the learner's is device.name)."""
+    worker_torch_threads: int = 1
+    """torch intra-op threads per worker process (1: workers share the cores; MEASURED.md)."""
+    max_in_flight_per_worker: int = 2
+    """Async sampling: sample requests pending per worker at most (bounds the object store's rollouts)."""
+    max_worker_restarts: int = 10
+    """A dead worker is replaced by a new one this many times per run at most; one more death ends the run."""
+    sync_weights_on_sample: bool = True
+    """A synchronous sample() first sends the learner's weights to the workers unless the plan synced since the
+    previous sample (so a plan written for executor=local acts with current weights)."""
 
 
 # ---------------------------------------------------------------- logger
@@ -380,6 +424,7 @@ _BUILTIN_SCHEMAS = {
     ("env", "gym"): GymEnvConfig,
     ("device", "device"): DeviceConfig,
     ("executor", "local"): LocalExecutorConfig,
+    ("executor", "ray"): RayExecutorConfig,
     ("logger", "logger"): LoggerConfig,
 }
 

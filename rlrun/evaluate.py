@@ -82,15 +82,17 @@ def run_episodes(policy: Any, env: Any, obs_space: sp.Space, episodes: int, seed
 
 
 def make_env(env_cfg: Any, video_dir: Path | None) -> Any:
-    """One env copy from the run's env config; wrapped in RecordVideo (every episode) when ``video_dir`` is set."""
+    """One evaluation env copy from the run's env config (``make(evaluation=True)``: Atari without reward clipping
+    and life-loss episodes, so an episode's return is a whole game's raw score); wrapped in RecordVideo (every
+    episode) when ``video_dir`` is set."""
     from omegaconf import OmegaConf
 
     from rlrun.registry import registry
 
     if video_dir is None:
-        return registry.build("env", env_cfg.name, env_cfg).make()
+        return registry.build("env", env_cfg.name, env_cfg).make(evaluation=True)
     cfg = OmegaConf.merge(env_cfg, {"kwargs": {"render_mode": "rgb_array"}})
-    env = registry.build("env", cfg.name, cfg).make()
+    env = registry.build("env", cfg.name, cfg).make(evaluation=True)
     try:
         from gymnasium.wrappers import RecordVideo
 

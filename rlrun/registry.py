@@ -142,6 +142,8 @@ def _register_builtins(r: Registry) -> None:
     # Executors: where the plan's worker set lives.
     r.register("executor", "local", "rlrun.execution.local:LocalExecutor",
                schema="rlrun.config:LocalExecutorConfig", doc="in-process worker set")
+    r.register("executor", "ray", "rlrun.execution.ray_executor:RayExecutor",
+               schema="rlrun.config:RayExecutorConfig", doc="rollout workers as Ray actors, the learner in the driver")
     # Device strategies.
     for name in ("cpu", "cuda", "auto"):
         r.register("device", name, "rlrun.devices:resolve_device", schema="rlrun.config:DeviceConfig")

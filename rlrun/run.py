@@ -2,10 +2,19 @@
 report metrics, write checkpoints, export the policy and write ``summary.json``.
 
 ``summary.json`` (in the run directory) is a contract read by tests and CI benchmark jobs; its keys:
-env_steps, frames, episodes, episode_return_mean (last ``return_window`` episodes), frames_per_second,
+env_steps, frames, episodes, episode_return_mean (last ``return_window`` episodes), games, game_score_mean (raw
+score of the last ``return_window`` whole games, Atari; null for envs without games), frames_per_second,
 env_steps_per_second, wall_time_s, stop_reason (env_steps | wall_time_s | episode_return_mean | interrupted |
 error), error (the message when stop_reason is error, else null), mlflow_run_id, run_name, run_dir, algo, env,
 seed, checkpoint, export (the exported policy files).
+
+``protocol.json`` (in the run directory, whatever the loggers) is the env protocol card
+(``env_factory.protocol_card()``, ``rlrun/envs/protocol.py``) plus the run's ``seed`` and ``return_window``;
+MLflow stores it as an artifact.
+
+Metrics per report: the plan's (``IterationResult.metrics``), the executor's (``executor.metrics()``: per-stage
+seconds ``time/<stage>_s``, ``executor/worker_restarts``), the counters, ``episode/return_mean`` and, for envs that
+report whole games (Atari), ``episode/game_score_mean``, ``episode/game_length_mean`` and ``counters/games``.
 
 Checkpoints (``rlrun/checkpoint.py``) are written every ``checkpoint.interval_env_steps`` env steps and/or
 ``checkpoint.interval_minutes`` minutes and at the end; never with non-finite parameters, so after a divergence
@@ -36,7 +45,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
-from rlrun.devices import resolve_device
+from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import RlrunError
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.registry import registry
@@ -87,8 +96,11 @@ class RunLoop:
         self.frame_skip = frame_skip
         self.returns: deque[float] = deque(maxlen=int(cfg.return_window))
         self.lengths: deque[int] = deque(maxlen=int(cfg.return_window))
+        self.game_scores: deque[float] = deque(maxlen=int(cfg.return_window))
+        self.game_lengths: deque[int] = deque(maxlen=int(cfg.return_window))
         self.env_steps = 0
         self.episodes = 0
+        self.games = 0
         self.iterations = 0  # training_step() calls
         self.start = time.perf_counter()
         self._report_steps = 0
@@ -101,12 +113,19 @@ class RunLoop:
     def return_mean(self) -> float | None:
         return float(np.mean(self.returns)) if self.returns else None
 
+    def game_score_mean(self) -> float | None:
+        return float(np.mean(self.game_scores)) if self.game_scores else None
+
     def add(self, result: Any) -> None:
         self.iterations += 1
         self.env_steps += result.env_steps
         self.episodes += len(result.episode_returns)
         self.returns.extend(result.episode_returns)
         self.lengths.extend(result.episode_lengths)
+        scores = getattr(result, "game_scores", None) or []  # optional: a plugin's result may have none
+        self.games += len(scores)
+        self.game_scores.extend(scores)
+        self.game_lengths.extend(getattr(result, "game_lengths", None) or [])
 
     def stop_reason(self) -> str | None:
         s = self.stop_cfg
@@ -130,13 +149,19 @@ class RunLoop:
         if self.returns:
             out["episode/return_mean"] = self.return_mean()
             out["episode/length_mean"] = float(np.mean(self.lengths))
+        if self.games:
+            out["counters/games"] = self.games
+            out["episode/game_score_mean"] = self.game_score_mean()
+            if self.game_lengths:
+                out["episode/game_length_mean"] = float(np.mean(self.game_lengths))
         return out
 
     def state_dict(self) -> dict[str, Any]:
         """Counters and the return window; ``wall_time_s`` is the time trained so far (a resume continues it)."""
         return {"env_steps": self.env_steps, "episodes": self.episodes, "iterations": self.iterations,
                 "returns": [float(r) for r in self.returns], "lengths": [int(n) for n in self.lengths],
-                "wall_time_s": self.wall_time_s}
+                "games": self.games, "game_scores": [float(r) for r in self.game_scores],
+                "game_lengths": [int(n) for n in self.game_lengths], "wall_time_s": self.wall_time_s}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = int(state["env_steps"])
@@ -146,6 +171,11 @@ class RunLoop:
         self.returns.extend(state["returns"])
         self.lengths.clear()
         self.lengths.extend(state["lengths"])
+        self.games = int(state.get("games", 0))  # absent from checkpoints written before game scores were kept
+        self.game_scores.clear()
+        self.game_scores.extend(state.get("game_scores", []))
+        self.game_lengths.clear()
+        self.game_lengths.extend(state.get("game_lengths", []))
         self.start = time.perf_counter() - float(state["wall_time_s"])
         self._report_steps, self._report_time = self.env_steps, time.perf_counter()
 
@@ -259,11 +289,13 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     try:
         algo = registry.get("algo", cfg.algo.name)(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
                                                    device, seed)
+        apply_device_strategy(cfg.device, algo)  # device map, replicas/precision update, compile
     except BaseException:
         executor.stop()
         raise
     loop = RunLoop(cfg, env_factory.spec.frame_skip)
     try:
+        write_protocol_card(run_dir, env_factory, cfg)
         if resume_state is not None:  # before the loggers start: a checkpoint that does not fit changes nothing
             _restore(resume_state, algo, executor, loop)
         logger = MetricsLogger.from_config(cfg.logger, run_dir, str(cfg.run_name), cfg.stop.env_steps)
@@ -314,7 +346,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
                 now = time.perf_counter()
                 if stop_reason is not None or now - last_report >= REPORT_INTERVAL_S:
                     last_report = now
-                    logger.log_metrics(loop.report({**result.metrics, **executor.timer.report()}), loop.env_steps)
+                    logger.log_metrics(loop.report({**result.metrics, **executor_metrics(executor)}), loop.env_steps)
                 if schedule.due(loop.env_steps):
                     write_checkpoint()
             if cfg.checkpoint.at_end and last_good != loop.env_steps:
@@ -337,6 +369,8 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
             "frames": loop.env_steps * env_factory.spec.frame_skip,
             "episodes": loop.episodes,
             "episode_return_mean": loop.return_mean(),
+            "games": loop.games,
+            "game_score_mean": loop.game_score_mean(),
             "frames_per_second": loop.env_steps * env_factory.spec.frame_skip / max(wall, 1e-9),
             "env_steps_per_second": loop.env_steps / max(wall, 1e-9),
             "wall_time_s": wall,
@@ -358,6 +392,22 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     if status == "KILLED":
         raise KeyboardInterrupt
     return summary
+
+
+def write_protocol_card(run_dir: Path, env_factory: Any, cfg: DictConfig) -> dict[str, Any]:
+    """``<run dir>/protocol.json``: the env factory's protocol card with the run's seed and return window."""
+    card = dict(env_factory.protocol_card()) if hasattr(env_factory, "protocol_card") else {"env_id": str(cfg.env.id)}
+    card.update(seed=int(cfg.seed), return_window_episodes=int(cfg.return_window))
+    tmp = run_dir / "protocol.json.tmp"
+    tmp.write_text(json.dumps(card, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, run_dir / "protocol.json")
+    return card
+
+
+def executor_metrics(executor: Any) -> dict[str, float]:
+    """The executor's metrics since the last report (``metrics()``; an executor without it: its stage timer's)."""
+    metrics = getattr(executor, "metrics", None)
+    return metrics() if callable(metrics) else executor.timer.report()
 
 
 def _kept(path: Path, env_steps: int | None) -> str:
@@ -388,8 +438,9 @@ def _restore(state: dict[str, Any], algo: Any, executor: Any, loop: RunLoop) -> 
         exact = executor.load_state_dict(state["executor"]) is not False
     loop.load_state_dict(state["loop"])
     if not exact:
-        log.warning("resume: the env copies run in subprocesses (executor.vector_mode=async), whose state is not "
-                    "in the checkpoint; they start from fresh resets, so this resume is not exact.")
+        log.warning("resume: the checkpoint does not hold the full state of the rollout workers (env copies in "
+                    "subprocesses with executor.vector_mode=async, or a checkpoint from an older rlrun); they start "
+                    "from fresh resets, so this resume is not exact.")
     if not state.get("replay_included", True):
         log.warning("resume: the checkpoint has no replay memory (checkpoint.replay=false); it starts empty.")
     log.info("resumed at env step %d (iteration %d)", loop.env_steps, loop.iterations)

@@ -18,6 +18,19 @@ class IterationResult:
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
+    game_scores: list[float] = field(default_factory=list)
+    """Raw scores of the whole games that ended (Atari: unclipped, all lives; ``SampleBatch.game_scores``); the run
+    loop logs them as ``episode/game_score_mean``. Empty for envs without games (CartPole)."""
+    game_lengths: list[int] = field(default_factory=list)
+    """Agent steps of those games, in the same order."""
+
+    def add_batch(self, batch: Any) -> None:
+        """Count a ``SampleBatch`` the plan consumed: its env steps, finished episodes and finished games."""
+        self.env_steps += batch.env_steps
+        self.episode_returns += batch.episode_returns
+        self.episode_lengths += batch.episode_lengths
+        self.game_scores += batch.game_scores
+        self.game_lengths += batch.game_lengths
 
 
 class Algorithm:

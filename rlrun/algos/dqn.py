@@ -19,23 +19,27 @@ from rlrun.components.exploration import EpsilonGreedy
 from rlrun.components.heads import DuelingQHead, QHead
 from rlrun.components.losses import DQNLoss
 from rlrun.components.memories import ReplayMemory
-from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN
+from rlrun.components.networks import MLP, LSTMCore
 from rlrun.components.nstep import NStepAggregator
-from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.components.optimizers import GradientStep, Synchronization
+from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.config import DQNConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
+from rlrun.registry import RegistryError, registry
 
 
 def make_torso(cfg: DQNConfig) -> Component:
-    if cfg.network == "mlp":
+    """The torso named by ``algo.network``, from the registry's ``network`` kind (plugins can add their own)."""
+    try:
+        network = registry.get("network", cfg.network)
+    except RegistryError as e:
+        raise ConfigError(f"algo.network={cfg.network}: {e}") from None
+    if network is MLP:
         return MLP(list(cfg.hidden_sizes), cfg.activation, name="torso")
-    if cfg.network == "nature_cnn":
-        return NatureCNN(name="torso")
-    if cfg.network == "impala_resnet":
-        return ImpalaResNet(name="torso")
-    raise ConfigError(f"algo.network={cfg.network}: not one of mlp, nature_cnn, impala_resnet.")
+    if not isinstance(network, type) or not issubclass(network, Component) or network is LSTMCore:
+        raise ConfigError(f"algo.network={cfg.network}: DQN needs a feed-forward torso (obs -> features).")
+    return network(name="torso")
 
 
 class QNetwork(Component):
@@ -78,6 +82,9 @@ class DQNAgent(Component):
         # (same update rule; about 100 us less per gradient step on CPU for this network size).
         self.optimizer = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, fused=True)
         self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
+        # Set by the device strategy (rlrun.devices.apply_device_strategy) for device=replicas or
+        # device.precision=bf16: a ReplicatedUpdate that takes the gradient step; None = the plain GradientStep.
+        self.update_strategy: Any = None
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         self.build_child(self.q, obs=obs, actions=actions)
@@ -132,7 +139,8 @@ class DQNAgent(Component):
             else:
                 batch = self.memory.sample(self.cfg.batch_size)
 
-        def loss_fn() -> tuple[torch.Tensor, dict]:
+        def loss_fn(data: tuple[dict, torch.Tensor | None]) -> tuple[torch.Tensor, dict]:
+            batch, weights = data
             q = self.q(batch["obs"])
             with torch.no_grad():
                 q_next_target = self.target_q(batch["next_obs"])
@@ -141,7 +149,10 @@ class DQNAgent(Component):
                                       q_next_online, weights)
             return loss, {"td_error": td}
 
-        info = self.optimizer.step(loss_fn)
+        if self.update_strategy is None:
+            info = self.optimizer.step(lambda: loss_fn((batch, weights)))
+        else:  # the device strategy's update (device=replicas, device.precision): same loss, split/autocast
+            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights))
         if indices is not None:
             self.memory.update_priorities(indices, info["td_error"])
         self.target_sync.step(self.q, self.target_q)
@@ -202,6 +213,10 @@ class DQN(Algorithm):
         if losses:
             result.metrics["loss/td"] = float(torch.stack(losses).mean())
         result.metrics["explore/epsilon"] = self.agent.exploration.epsilon()
+        result.metrics["replay/size"] = self.agent.memory.size()
+        if self.cfg.prioritized_replay:
+            result.metrics["replay/beta"] = self.agent.memory.beta()
+            result.metrics["replay/max_priority"] = self.agent.memory.max_priority
         result.metrics["learn/gradient_steps"] = self.gradient_steps
         return result
 

@@ -133,7 +133,9 @@ def truncation_aware_gae(rewards: torch.Tensor, values: torch.Tensor, next_value
     Args:
         rewards: ``[T, B]`` reward of step ``t``.
         values: ``[T, B]`` :math:`V(s_t)` of the observation the step-``t`` action was taken in.
-        next_values: ``[T, B]`` :math:`V(s'_t)` of the real observation after step ``t``.
+        next_values: ``[T, B]`` :math:`V(s'_t)` of the real observation after step ``t``. Where the episode goes
+            on, :math:`s'_t` is :math:`s_{t+1}`, so only the entries at episode ends and at the last step are read
+            (``values[t + 1]`` is used elsewhere).
         terminated: ``[T, B]`` bool, the episode ended at step ``t`` (no bootstrap).
         truncated: ``[T, B]`` bool, the episode was cut at step ``t`` by a time limit (bootstrap from
             :math:`V(s'_t)`); where both flags are set, termination wins.
@@ -200,8 +202,9 @@ class PPOAgent(Component):
 
     @staticmethod
     def _make_optimizer(cfg: PPOConfig, seed: int) -> Component:
-        """Epochs of shuffled minibatch Adam steps; ``torch_optimizer`` (below) reaches the Adam inside."""
-        step = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps)
+        """Epochs of shuffled minibatch Adam steps; ``torch_optimizer`` (below) reaches the Adam inside.
+        ``fused=True``: one fused Adam kernel over all parameters (the same update rule, fewer small ops)."""
+        step = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps, fused=True)
         return MultiStep(step, cfg.num_epochs, cfg.minibatch_size, seed=seed)
 
     def torch_optimizer(self) -> torch.optim.Optimizer:

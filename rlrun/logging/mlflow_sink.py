@@ -185,7 +185,8 @@ class MLflowSink:
                 "rlrun.env_id": params.get("env.id")}
         self.tags.update({k: str(v) for k, v in tags.items() if v is not None})
         card_path = self.run_dir / PROTOCOL_FILE
-        card_path.write_text(json.dumps(protocol_card(params), indent=2, sort_keys=True, default=str) + "\n")
+        if not card_path.exists():  # the run loop writes the env factory's card first; this is for bare sinks
+            card_path.write_text(json.dumps(protocol_card(params), indent=2, sort_keys=True, default=str) + "\n")
         self._call("log_params", self._send_params)
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:

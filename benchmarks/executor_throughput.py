@@ -1,0 +1,442 @@
+"""Acting throughput of executor=local and executor=ray against the machine's serial limit; Ray start-up and memory.
+
+For each setting (an env and a total of N env copies), in one process and interleaved round by round:
+
+(a) **raw env**: N env copies of rlrun's env factory (``env=<env>``, gymnasium backend, sync vector env) stepped
+    with random actions drawn up front: agent steps/s;
+(b) **bare policy**: the same network written by hand in plain PyTorch (Nature CNN on Atari, an MLP on CartPole),
+    uint8 frames -> float -> network -> argmax -> numpy, batch N, inference mode, one thread: observations/s;
+(c) **acting**: a greedy Q policy (``rlrun.components.networks.NatureCNN`` or ``MLP`` + ``QHead`` + argmax) acting
+    through an executor's worker set, ``sample(16, explore=False)`` over and over, no learning: env steps/s, for
+    ``executor=local`` (one worker, N copies), ``executor=ray`` with one worker of N copies (synchronous ``sample``
+    and ``sample_async`` with 2 requests in flight), and ``executor=ray`` with two workers of N/2 copies.
+
+The serial limit is ``1 / (1/a + 1/b)`` (DESIGN.md, "Performance model"): env and policy one after the other on
+one core. Each acting figure is reported as ``fraction_of_limit/...`` (median over rounds of the per-round ratio;
+goal: local >= 0.8) and the Ray ones also as ``ray_vs_local/...`` (goal: >= 0.8 with the same number of workers).
+Two workers run on two cores at once, so their fraction can pass 1.
+
+**Ray start-up**: seconds from building the first ``RayExecutor`` (it calls ``ray.init``) to the first rollout of
+its workers (Pong, two workers), split into ``ray.init`` and worker start; **memory**: resident (RSS) and
+proportional (PSS, shared pages split between processes) memory of the Ray processes at that moment (the
+cluster's daemons and the two workers; not this driver).
+
+**Dynamic batching** (TorchBeast/IMPALA style; ``--batching``): two env-worker processes of n Pong copies each,
+exchanging observations and actions with this process through shared memory; either this process runs one
+forward on the 2n observations of both (central, batched inference), or each worker runs its own forward on n
+(per-worker inference, what rlrun's workers do). Both built the same way, so the ratio is the gain of batching.
+
+    python -m benchmarks.executor_throughput [--quick] [--seconds S] [--rounds N] [--settings pong:8,cartpole:8]
+                                             [--no-batching]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from benchmarks.common import load_average, write_result
+from rlrun import spaces as sp
+
+ROLLOUT_STEPS = 16  # agent steps per env copy per sample() call (DQN's default algo.rollout_steps)
+SETTINGS = (("pong", 8), ("cartpole", 8))
+
+
+# ---------------------------------------------------------------------------------------------------- policies
+
+
+class GreedyQPolicy(nn.Module):
+    """rlrun's components acting greedily: torso (NatureCNN for image observations, else MLP 64-64) -> QHead ->
+    argmax. Built from the spaces, as an agent builds them."""
+
+    def __init__(self, obs_space: sp.Space, action_space: sp.Space, seed: int = 0) -> None:
+        from rlrun.components.heads import QHead
+        from rlrun.components.networks import MLP, NatureCNN
+
+        super().__init__()
+        torch.manual_seed(seed)
+        image = len(obs_space.shape) == 3
+        self.torso = (NatureCNN(name="torso") if image else MLP([64, 64], "relu", name="torso")).build(obs=obs_space)
+        self.head = QHead("q_head").build(x=self.torso.output_spaces["forward"], actions=action_space)
+
+    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        return self.head.get_q(self.torso(obs)).argmax(dim=-1)
+
+
+class GreedyQFactory:
+    """``policy_factory`` for remote workers: builds the same policy inside each worker (weights then synced)."""
+
+    def __init__(self, obs_space: sp.Space, action_space: sp.Space) -> None:
+        self.obs_space, self.action_space = obs_space, action_space
+
+    def __call__(self, worker_index: int) -> GreedyQPolicy:
+        return GreedyQPolicy(self.obs_space, self.action_space).eval()
+
+
+def bare_network(obs_space: sp.Space, num_actions: int) -> nn.Sequential:
+    """The network written by hand: Nature CNN (Mnih et al. 2015: conv 32x8x8/4, 64x4x4/2, 64x3x3/1, fc 512) or an
+    MLP 64-64, then a linear layer to the action values."""
+    if len(obs_space.shape) == 3:
+        c, h, w = obs_space.shape
+        for kernel, stride in ((8, 4), (4, 2), (3, 1)):
+            h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+        return nn.Sequential(nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+                             nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(64 * h * w, 512), nn.ReLU(), nn.Linear(512, num_actions))
+    width = int(np.prod(obs_space.shape))
+    return nn.Sequential(nn.Linear(width, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, num_actions))
+
+
+def bare_act(net: nn.Module, obs: np.ndarray) -> np.ndarray:
+    x = torch.from_numpy(obs)
+    x = x.to(torch.float32) * (1.0 / 255.0) if x.dtype == torch.uint8 else x.to(torch.float32)
+    return net(x).argmax(dim=1).numpy()
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+
+
+def serial_limit(env_rate: float, policy_rate: float) -> float:
+    """Steps/s when every step needs an env step and a policy step one after the other on the same core:
+    ``1 / (1/env_rate + 1/policy_rate)`` (e.g. 3000 and 1500 steps/s -> 1000 steps/s)."""
+    return 1.0 / (1.0 / env_rate + 1.0 / policy_rate)
+
+
+def timed(step: Any, seconds: float) -> float:
+    """Units per second of ``step() -> units`` called for ``seconds``."""
+    units, start = 0, time.perf_counter()
+    while True:
+        units += step()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return units / elapsed
+
+
+def compose_env(env: str) -> Any:
+    from rlrun.graph_command import compose
+    from rlrun.registry import registry
+
+    cfg = compose([f"env={env}"])
+    return registry.build("env", cfg.env.name, cfg.env)
+
+
+def _proc_children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    return children
+
+
+def _memory_kib(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of a process in KiB, from /proc (0 where unreadable)."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except OSError:
+        pass
+    return rss, pss
+
+
+def ray_memory() -> dict[str, Any]:
+    """RSS and PSS (MiB) of the Ray processes of the cluster this process started: its daemons (gcs, raylet, ...)
+    and their descendants (the workers); this driver excluded."""
+    import ray._private.worker as ray_worker
+
+    node = ray_worker._global_node
+    roots = [p.process.pid for infos in node.all_processes.values() for p in infos if p.process is not None]
+    tree = _proc_children()
+    pids, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in pids or pid == os.getpid():
+            continue
+        pids.add(pid)
+        todo += tree.get(pid, [])
+    mem = [_memory_kib(p) for p in pids]
+    return {"processes": len(pids), "rss_mib": round(sum(r for r, _ in mem) / 1024, 1),
+            "pss_mib": round(sum(p for _, p in mem) / 1024, 1)}
+
+
+# ---------------------------------------------------------------------------------------------------- a setting
+
+
+class Setting:
+    """One env x N copies: raw env, bare policy and the executors' worker sets, built once, timed in rounds."""
+
+    def __init__(self, env: str, num_envs: int, seed: int = 0) -> None:
+        self.env, self.num_envs, self.seed = env, num_envs, seed
+        self.factory = compose_env(env)
+        self.spec = self.factory.spec
+        n_actions = int(self.spec.action_space.n)
+        self.envs = self.factory.make_vector(num_envs, "sync")
+        self.obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
+        self.actions = np.random.default_rng(seed).integers(0, n_actions, (4096, num_envs))
+        self.k = 0
+        self.bare = bare_network(self.spec.observation_space, n_actions).eval()
+        self.policy = GreedyQPolicy(self.spec.observation_space, self.spec.action_space, seed).eval()
+        self.executors: dict[str, Any] = {}
+        self.worker_sets: dict[str, Any] = {}
+
+    def add(self, label: str, name: str, **cfg: Any) -> tuple[float, float]:
+        """Build executor ``name`` (config overrides ``cfg``) and its worker set; (executor build seconds, seconds
+        from then to its first rollout)."""
+        from omegaconf import OmegaConf
+
+        from rlrun.config import LocalExecutorConfig, RayExecutorConfig
+        from rlrun.registry import registry
+
+        schema = LocalExecutorConfig if name == "local" else RayExecutorConfig
+        t0 = time.perf_counter()
+        executor = registry.build("executor", name, OmegaConf.structured(schema(**cfg)), self.factory, self.seed)
+        t1 = time.perf_counter()
+        factory = GreedyQFactory(self.spec.observation_space, self.spec.action_space)
+        ws = executor.worker_set(self.policy, "cpu", policy_factory=factory)
+        ws.sample(1, explore=False)
+        t2 = time.perf_counter()
+        self.executors[label], self.worker_sets[label] = executor, ws
+        return t1 - t0, t2 - t1
+
+    def raw_env(self, seconds: float) -> float:
+        def step() -> int:
+            self.envs.step(self.actions[self.k & 4095])
+            self.k += 1
+            return self.num_envs
+
+        return timed(step, seconds)
+
+    def bare_policy(self, seconds: float) -> float:
+        obs = np.ascontiguousarray(self.obs)
+        with torch.inference_mode():
+            return timed(lambda: (bare_act(self.bare, obs), self.num_envs)[1], seconds)
+
+    def acting(self, label: str, seconds: float, asynchronous: bool = False) -> float:
+        ws = self.worker_sets[label]
+        if not asynchronous:
+            return timed(lambda: sum(b.env_steps for b in ws.sample(ROLLOUT_STEPS, explore=False)), seconds)
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            steps += sum(b.env_steps for b, _ in ws.sample_async(ROLLOUT_STEPS, explore=False))
+        elapsed = time.perf_counter() - start
+        ws.drain()  # leave the workers idle for the next measurement
+        return steps / elapsed
+
+    def close(self) -> None:
+        self.envs.close()
+        owners = [e for e in self.executors.values() if getattr(e, "_started_ray", False)]
+        for e in [e for e in self.executors.values() if e not in owners] + owners:  # the cluster's owner last
+            e.stop()
+
+
+# ---------------------------------------------------------------------------------------------------- batching
+
+
+def _batching_worker(conn: Any, env: str, n: int, index: int, shm_obs: str, shm_act: str, shape: tuple,
+                     local_inference: bool, seed: int) -> None:
+    """An env worker of the dynamic-batching experiment: n env copies; per step it writes its observations into
+    shared memory and either waits for actions from the inference process or computes them itself."""
+    from multiprocessing import shared_memory
+
+    torch.set_num_threads(1)
+    factory = compose_env(env)
+    envs = factory.make_vector(n, "sync")
+    obs, _ = envs.reset(seed=[seed + index * n + i for i in range(n)])
+    obs_mem, act_mem = shared_memory.SharedMemory(shm_obs), shared_memory.SharedMemory(shm_act)
+    obs_buf = np.ndarray((n, *shape), np.uint8, obs_mem.buf)
+    act_buf = np.ndarray((n,), np.int64, act_mem.buf)
+    net = bare_network(factory.spec.observation_space, int(factory.spec.action_space.n)).eval() \
+        if local_inference else None
+    conn.send("ready")
+    steps = 0
+    with torch.inference_mode():
+        while True:
+            if conn.poll() and conn.recv() == "stop":
+                break
+            if net is not None:
+                actions = bare_act(net, obs)
+            else:
+                obs_buf[:] = obs
+                conn.send(index)
+                if conn.recv() == "stop":
+                    break
+                actions = act_buf.copy()
+            obs, *_ = envs.step(actions)
+            steps += n
+    conn.send(("steps", steps))
+    del obs_buf, act_buf
+    obs_mem.close()
+    act_mem.close()
+    envs.close()
+
+
+def dynamic_batching(env: str, workers: int, n: int, seconds: float, central: bool, seed: int = 0) -> float:
+    """Agent steps/s of ``workers`` env-worker processes of ``n`` copies each, with central batched inference in
+    this process (``central``) or per-worker inference; see the module docstring."""
+    import multiprocessing as mp
+    from multiprocessing import connection, shared_memory
+
+    factory = compose_env(env)
+    shape = tuple(factory.spec.observation_space.shape)
+    net = bare_network(factory.spec.observation_space, int(factory.spec.action_space.n)).eval()
+    ctx = mp.get_context("spawn")
+    mems, procs, conns = [], [], []
+    for w in range(workers):
+        obs_mem = shared_memory.SharedMemory(create=True, size=int(np.prod(shape)) * n)
+        act_mem = shared_memory.SharedMemory(create=True, size=8 * n)
+        mems.append((obs_mem, act_mem))
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_batching_worker, args=(child, env, n, w, obs_mem.name, act_mem.name, shape,
+                                                       not central, seed), daemon=True)
+        p.start()
+        procs.append(p)
+        conns.append(parent)
+    views = [(np.ndarray((n, *shape), np.uint8, o.buf), np.ndarray((n,), np.int64, a.buf)) for o, a in mems]
+    try:
+        for c in conns:
+            assert c.recv() == "ready"
+        start = time.perf_counter()
+        with torch.inference_mode():
+            while time.perf_counter() - start < seconds:
+                if not central:
+                    time.sleep(0.01)
+                    continue
+                # Dynamic batching: wait for at least one worker, then take every worker that is ready.
+                ready = connection.wait(conns)
+                ids = [c.recv() for c in ready]
+                obs = np.concatenate([views[i][0] for i in ids]) if len(ids) > 1 else views[ids[0]][0]
+                actions = bare_act(net, obs)
+                for k, i in enumerate(ids):
+                    views[i][1][:] = actions[k * n:(k + 1) * n]
+                    conns[i].send("go")
+        elapsed = time.perf_counter() - start
+        for c in conns:
+            c.send("stop")
+        total = 0
+        for c in conns:
+            while True:  # skip a step request the worker sent before it saw "stop"
+                msg = c.recv()
+                if isinstance(msg, tuple):
+                    total += msg[1]
+                    break
+        return total / elapsed
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+        del views
+        for o, a in mems:
+            o.close()
+            o.unlink()
+            a.close()
+            a.unlink()
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+
+def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[str, Any]) -> dict[str, Any]:
+    s = Setting(env, num_envs)
+    key = f"{env}/x{num_envs}"
+    skip = s.spec.frame_skip
+    half = max(num_envs // 2, 1)
+    labels = {"local": ("local", {"num_envs": num_envs}),
+              "ray_1w": ("ray", {"num_workers": 1, "num_envs_per_worker": num_envs}),
+              "ray_2w": ("ray", {"num_workers": 2, "num_envs_per_worker": half})}
+    try:
+        for label, (name, cfg) in labels.items():
+            init_s, first_s = s.add(label, name, **cfg)
+            if name == "ray" and not startup:  # the first Ray executor of the run starts the cluster
+                import ray
+
+                startup.update({"env": env, "label": label, "ray_init_s": round(init_s, 2),
+                                "workers_to_first_sample_s": round(first_s, 2),
+                                "init_to_first_sample_s": round(init_s + first_s, 2),
+                                "memory": ray_memory(), "ray_version": ray.__version__})
+        sides = ["local", "ray_1w", "ray_1w_async", "ray_2w", "ray_2w_async"]
+        raw, policy, limit = [], [], []
+        acting: dict[str, list[float]] = {k: [] for k in sides}
+        s.raw_env(0.3)
+        s.bare_policy(0.3)
+        for _ in range(rounds):
+            a, b = s.raw_env(seconds), s.bare_policy(seconds)
+            raw.append(a)
+            policy.append(b)
+            limit.append(serial_limit(a, b))
+            for side in sides:
+                label = side.removesuffix("_async")
+                acting[side].append(s.acting(label, seconds, asynchronous=side.endswith("_async")))
+    finally:
+        s.close()
+    med = statistics.median
+    figures: dict[str, Any] = {f"{key}/frame_skip": skip}
+    for label, values in (("raw_env", raw), ("bare_policy", policy), ("serial_limit", limit),
+                          *((side, acting[side]) for side in sides)):
+        figures[f"{key}/env_steps_per_s/{label}"] = round(med(values), 1)
+        figures[f"{key}/frames_per_s/{label}"] = round(med(values) * skip, 1)
+    for side in sides:
+        figures[f"fraction_of_limit/{key}/{side}"] = round(med(x / lim for x, lim in zip(acting[side], limit)), 3)
+        if side != "local":
+            figures[f"ray_vs_local/{key}/{side}"] = round(med(x / y for x, y in zip(acting[side], acting["local"])),
+                                                          3)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="2 rounds of 1 s blocks")
+    parser.add_argument("--seconds", type=float, help="seconds per timed block (default 2; --quick 1)")
+    parser.add_argument("--rounds", type=int, help="rounds (default 3; --quick 2)")
+    parser.add_argument("--settings", default=",".join(f"{e}:{n}" for e, n in SETTINGS),
+                        help="comma-separated env:copies (env: an option of the env config group)")
+    parser.add_argument("--no-batching", action="store_true", help="skip the dynamic-batching experiment")
+    args = parser.parse_args(argv)
+    seconds = args.seconds or (1.0 if args.quick else 2.0)
+    rounds = args.rounds or (2 if args.quick else 3)
+    torch.set_num_threads(1)
+    figures: dict[str, Any] = {"seconds_per_block": seconds, "rounds": rounds, "rollout_steps": ROLLOUT_STEPS,
+                               "torch_threads": 1, "load_average_before": load_average()}
+    startup: dict[str, Any] = {}
+    for item in args.settings.split(","):
+        env, n = item.split(":")
+        figures.update(measure(env, int(n), rounds, seconds, startup))
+        print({k: v for k, v in figures.items() if not isinstance(v, list)}, file=sys.stderr)
+    figures.update({f"ray_startup/{k}": v for k, v in startup.items() if k != "memory"})
+    figures.update({f"ray_memory/{k}": v for k, v in startup.get("memory", {}).items()})
+    if not args.no_batching:
+        n = 4
+        central, per_worker = [], []
+        for _ in range(rounds):
+            central.append(dynamic_batching("pong", 2, n, seconds * 2, central=True))
+            per_worker.append(dynamic_batching("pong", 2, n, seconds * 2, central=False))
+        figures["dynamic_batching/pong/2x4/central_env_steps_per_s"] = round(statistics.median(central), 1)
+        figures["dynamic_batching/pong/2x4/per_worker_env_steps_per_s"] = round(statistics.median(per_worker), 1)
+        figures["dynamic_batching/pong/2x4/central_vs_per_worker"] = round(
+            statistics.median(c / p for c, p in zip(central, per_worker)), 3)
+    figures["load_average_after"] = load_average()
+    path = write_result("executor_throughput", figures, "python -m benchmarks.executor_throughput "
+                        + " ".join(argv if argv is not None else sys.argv[1:]))
+    print(f"wrote {path}", file=sys.stderr)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

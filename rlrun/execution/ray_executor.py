@@ -1,0 +1,476 @@
+"""The Ray executor: rollout workers as Ray actors, the learner (the plan) in the driver process.
+
+``executor=ray`` starts a local Ray cluster (``ray.init(num_cpus=executor.num_cpus, include_dashboard=False)``)
+unless Ray is running in this process already (a test's cluster) or ``executor.address`` names one (``auto``: the
+cluster ``ray start`` made on this machine; ``ray://host:10001``: Ray Client). It shuts down only a cluster it
+started. The worker-set contract is in ``rlrun/execution/worker_set.py``; here is how this executor keeps it.
+
+- **Workers.** ``num_workers`` actors (:class:`RemoteRolloutWorker`, ``cpus_per_worker`` CPUs each), each a
+  :class:`~rlrun.execution.rollout_worker.RolloutWorker` with ``num_envs_per_worker`` env copies and one torch
+  thread (``worker_torch_threads``), acting with the policy its ``policy_factory(worker_index)`` builds.
+- **Transfer.** A rollout comes back through Ray's object store without its ``next_obs``: in a rollout
+  ``next_obs[t]`` is ``obs[t + 1]`` except where an episode ended, so the worker sends the final observations of
+  those rows only and the driver rebuilds ``next_obs`` (:func:`pack` / :func:`unpack`). That halves the frames
+  moved per rollout (100 x 4 x 84 x 84 uint8 is 2.7 MiB: ~3 ms through the object store on this machine class).
+  The driver copies the arrays out of the object store (writable, and the object is freed at once).
+- **Weights** ride on a worker's next sample request (no extra round trip): inline when small, otherwise put in
+  the object store once and read by every worker.
+- **Bounded in-flight requests and object lifetimes.** ``sample_async`` keeps at most
+  ``max_in_flight_per_worker`` requests per worker; the driver holds no reference to a rollout after handing it to
+  the plan, and at most one weights object per worker (the last one sent, re-sent to a restarted worker), so the
+  object store holds O(num_workers x max_in_flight_per_worker) rollouts whatever the run's length.
+  ``object_store_memory`` caps the store of a cluster this executor starts.
+- **Fault handling.** A worker whose process dies (``RayActorError``) is replaced by a new actor (fresh env
+  copies, seeded past every seed used so far, so it does not replay the same episodes; the last weights sent to
+  it), its lost request is sent again, the run goes on and ``executor/worker_restarts`` counts it; more than
+  ``max_worker_restarts`` restarts end the run with an error.
+- **Timing** (``metrics()``): ``time/env_step_s`` and ``time/inference_s`` summed over workers (they run in
+  parallel, so the sum may exceed the wall time), ``time/transfer_s`` (the driver's share of moving rollouts and
+  weights: getting, unpacking, putting), ``time/wait_s`` (the driver blocked until a rollout was ready), and the
+  plan's own ``learn``/``replay``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import replace
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from rlrun import spaces as sp
+from rlrun.errors import ConfigError, RlrunError
+from rlrun.execution.rollout_worker import VECTOR_MODES, EnvFactory, Policy, RolloutWorker, SampleBatch
+from rlrun.execution.timing import StageTimer
+from rlrun.execution.worker_set import PolicyCopy, PolicyFactory, get_policy_weights, set_policy_weights, to_cpu
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------------- transfer
+
+
+def pack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
+    """The batch without ``next_obs`` (``None``): the rows where an episode ended keep their real final observation
+    in ``extras["_final_obs/<leaf>"]`` and their row numbers in ``extras["_final_rows"]``; :func:`unpack` rebuilds
+    the rest from ``obs`` and ``last_obs``."""
+    done = np.flatnonzero(batch.terminated | batch.truncated)
+    extras = dict(batch.extras)
+    extras["_final_rows"] = done
+    for key, value in sp.flatten(space, batch.next_obs).items():
+        extras[f"_final_obs/{key}"] = value[done]
+    return replace(batch, next_obs=None, extras=extras)
+
+
+def unpack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
+    """Inverse of :func:`pack`, copying every array out of the object store (writable arrays; the store's object
+    can be freed once the returned batch is built). ``next_obs[t] = obs[t + 1]`` row-wise (``last_obs`` after the
+    last step), with each ended episode's row replaced by its final observation."""
+    extras = {k: v for k, v in batch.extras.items() if not k.startswith("_final")}
+    rows = batch.extras["_final_rows"]
+    b = batch.num_envs
+    obs, last = sp.flatten(space, batch.obs), sp.flatten(space, batch.last_obs)
+    obs_out, next_out, last_out = {}, {}, {}
+    for key, value in obs.items():
+        nxt = np.empty_like(value)
+        nxt[:-b] = value[b:]
+        nxt[-b:] = last[key]
+        nxt[rows] = batch.extras[f"_final_obs/{key}"]
+        obs_out[key], next_out[key], last_out[key] = np.array(value), nxt, np.array(last[key])
+    return replace(batch, obs=sp.unflatten(space, obs_out), next_obs=sp.unflatten(space, next_out),
+                   last_obs=sp.unflatten(space, last_out), actions=np.array(batch.actions),
+                   rewards=np.array(batch.rewards), terminated=np.array(batch.terminated),
+                   truncated=np.array(batch.truncated), extras={k: np.array(v) for k, v in extras.items()})
+
+
+# ---------------------------------------------------------------------------------------------------- the actor
+
+
+class RemoteRolloutWorker:
+    """A rollout worker in its own process (made a Ray actor by :class:`RayWorkerSet`)."""
+
+    def __init__(self, env_factory: EnvFactory, policy_factory: PolicyFactory, worker_index: int, stream_index: int,
+                 num_envs: int, env_seed: int, acting_seed_base: int, vector_mode: str, device: str,
+                 torch_threads: int) -> None:
+        """``worker_index``: what ``policy_factory`` is called with; ``stream_index``: the index the acting random
+        stream is seeded from (``worker_index`` for a first actor; past every index used for a replacement)."""
+        torch.set_num_threads(int(torch_threads))
+        policy = policy_factory(worker_index)
+        if isinstance(policy, torch.nn.Module):
+            policy = policy.to(device)
+        self.worker = RolloutWorker(env_factory, policy, num_envs, env_seed, vector_mode, device,
+                                    worker_index=stream_index, acting_seed_base=acting_seed_base)
+        self.space = self.worker.spec.observation_space
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def set_weights(self, weights: Any) -> None:
+        set_policy_weights(self.worker.policy, weights)
+
+    def sample(self, num_steps: int, explore: bool, weights: Any = None) -> SampleBatch:
+        """A rollout; ``weights`` (when not None) are set first: a weight sync rides on the next request."""
+        if weights is not None:
+            set_policy_weights(self.worker.policy, weights)
+        batch = self.worker.sample(num_steps, explore)
+        t0 = time.perf_counter()
+        packed = pack(batch, self.space)
+        return replace(packed, transfer_seconds=time.perf_counter() - t0)
+
+    def get_state(self) -> dict[str, Any]:
+        from rlrun.checkpoint import worker_state
+
+        return {"worker": worker_state(self.worker), "rng": self.worker.rng_state.clone()}
+
+    def set_state(self, state: dict[str, Any]) -> bool:
+        from rlrun.checkpoint import set_worker_state
+
+        exact = set_worker_state(self.worker, state["worker"])
+        self.worker.rng_state = state["rng"].clone()
+        return exact
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+# ---------------------------------------------------------------------------------------------------- worker set
+
+
+class RayWorkerSet:
+    """The worker-set interface (``rlrun/execution/worker_set.py``) over Ray actors; see the module docstring."""
+
+    def __init__(self, executor: "RayExecutor", policy: Policy, policy_factory: PolicyFactory | None) -> None:
+        import ray
+
+        cfg = executor.cfg
+        self.executor, self.cfg, self.policy = executor, cfg, policy
+        self.timer = executor.timer
+        self.space = executor.env_factory.spec.observation_space
+        self.num_workers = int(cfg.num_workers)
+        self.envs_per_worker = int(cfg.num_envs_per_worker)
+        self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_worker), max_restarts=0,
+                                       max_concurrency=1)(RemoteRolloutWorker)
+        self._factory_ref = ray.put(policy_factory if policy_factory is not None else PolicyCopy(policy))
+        self._env_factory_ref = ray.put(executor.env_factory)
+        self._weights: list[Any] = [None] * self.num_workers  # the last weights given to each worker
+        self._unsent = [False] * self.num_workers  # worker w's next request carries self._weights[w]
+        self._synced = False  # the plan synced since the last synchronous sample
+        self._generation = [0] * self.num_workers
+        self._pending: dict[Any, tuple[int, int]] = {}  # async request -> (worker, generation)
+        self._in_flight = [0] * self.num_workers
+        self._async_args: tuple[int, bool] = (1, True)
+        self.actors = [self._make_actor(w) for w in range(self.num_workers)]
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        """Block until every actor is built (env copies made and reset), turning a failure into one clear error."""
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        try:
+            ray.get([a.pid.remote() for a in self.actors])
+        except (RayActorError, RayTaskError) as e:
+            cause = getattr(e, "cause", None) or getattr(getattr(e, "error", None), "cause", None)
+            if isinstance(cause, RlrunError):
+                raise cause from None
+            raise RlrunError(f"executor=ray: a rollout worker could not start: {_one_line(e)}") from None
+
+    # ------------------------------------------------------------ workers
+
+    @property
+    def num_envs(self) -> int:
+        return self.num_workers * self.envs_per_worker
+
+    def _make_actor(self, w: int) -> Any:
+        """Worker ``w``'s actor. A replacement (after ``r`` restarts in all) seeds its env copies and acting stream
+        past every seed the run has used (``seed + r * num_envs + w * num_envs_per_worker``)."""
+        seed, n = self.executor.seed, self.envs_per_worker
+        r = self.executor.restarts
+        env_seed = seed + r * self.num_envs + w * n
+        return self._actor_class.remote(self._env_factory_ref, self._factory_ref, w, w + r * self.num_workers, n,
+                                        env_seed, seed, str(self.cfg.vector_mode), str(self.cfg.worker_device),
+                                        int(self.cfg.worker_torch_threads))
+
+    def _restart(self, w: int, error: BaseException) -> None:
+        import ray
+
+        ex = self.executor
+        ex.restarts += 1
+        if ex.restarts > int(self.cfg.max_worker_restarts):
+            raise RlrunError(f"rollout worker {w} died ({_one_line(error)}) and the run has restarted workers "
+                             f"{ex.restarts - 1} times already (executor.max_worker_restarts="
+                             f"{self.cfg.max_worker_restarts}); stopping.") from error
+        log.warning("rollout worker %d died (%s); starting a new one (restart %d)", w, _one_line(error), ex.restarts)
+        try:
+            ray.kill(self.actors[w], no_restart=True)
+        except Exception:  # noqa: BLE001 - it is dead already
+            pass
+        self._generation[w] += 1
+        self._in_flight[w] = 0
+        for ref in [r for r, (wid, _) in self._pending.items() if wid == w]:
+            del self._pending[ref]
+        self.actors[w] = self._make_actor(w)
+        self._unsent[w] = self._weights[w] is not None  # the new actor gets the last weights with its first request
+
+    def _fetch(self, ref: Any) -> SampleBatch:
+        """A finished rollout: get it from the object store, rebuild it, count its stages."""
+        import ray
+
+        t0 = time.perf_counter()
+        batch = unpack(ray.get(ref), self.space)
+        self.timer.add("transfer", time.perf_counter() - t0 + batch.transfer_seconds)
+        self.timer.add("env_step", batch.env_seconds)
+        self.timer.add("inference", batch.inference_seconds)
+        return batch
+
+    def _wait(self, refs: list[Any], timeout: float | None, num_returns: int = 1) -> list[Any]:
+        import ray
+
+        t0 = time.perf_counter()
+        ready, _ = ray.wait(refs, num_returns=num_returns, timeout=timeout)
+        self.timer.add("wait", time.perf_counter() - t0)
+        return ready
+
+    # ------------------------------------------------------------ the interface
+
+    def sample(self, num_steps: int, explore: bool = True) -> list[SampleBatch]:
+        from ray.exceptions import RayActorError
+
+        if self.cfg.sync_weights_on_sample and not self._synced:
+            self.sync_weights()
+        self._synced = False
+        batches: list[SampleBatch | None] = [None] * self.num_workers
+        todo = {w: self._request(w, num_steps, explore) for w in range(self.num_workers)}
+        while todo:
+            self._wait(list(todo.values()), None, len(todo))
+            for w, ref in list(todo.items()):
+                try:
+                    batches[w] = self._fetch(ref)
+                    del todo[w]
+                except RayActorError as e:
+                    self._restart(w, e)
+                    todo[w] = self._request(w, num_steps, explore)
+        return batches  # type: ignore[return-value]
+
+    def _request(self, w: int, num_steps: int, explore: bool) -> Any:
+        """Send worker ``w`` a sample request, with the weights it has not had yet."""
+        weights = self._weights[w] if self._unsent[w] else None
+        self._unsent[w] = False
+        return self.actors[w].sample.remote(num_steps, explore, weights)
+
+    def sample_async(self, num_steps: int, explore: bool = True,
+                     min_batches: int = 1) -> Iterator[tuple[SampleBatch, int]]:
+        from ray.exceptions import RayActorError
+
+        self._async_args = (int(num_steps), bool(explore))
+        for w in range(self.num_workers):
+            self._top_up(w)
+        got = 0
+        while self._pending:
+            ready = self._wait(list(self._pending), None if got < min_batches else 0)
+            if not ready:
+                return
+            w, generation = self._pending.pop(ready[0])
+            if generation != self._generation[w]:
+                continue  # a request to an actor that has been replaced
+            self._in_flight[w] -= 1
+            try:
+                batch = self._fetch(ready[0])
+            except RayActorError as e:
+                self._restart(w, e)
+                self._top_up(w)
+                continue
+            got += 1
+            try:
+                yield batch, w
+            finally:
+                self._top_up(w)  # after the plan's loop body: a weight sync there precedes the next request
+
+    def drain(self) -> list[tuple[SampleBatch, int]]:
+        """Wait for every request in flight (``sample_async``) and return their rollouts without sending new
+        ones: after it, no worker is busy."""
+        from ray.exceptions import RayActorError
+
+        out = []
+        while self._pending:
+            ready = self._wait(list(self._pending), None)
+            w, generation = self._pending.pop(ready[0])
+            if generation != self._generation[w]:
+                continue
+            self._in_flight[w] -= 1
+            try:
+                out.append((self._fetch(ready[0]), w))
+            except RayActorError as e:
+                self._restart(w, e)
+        return out
+
+    def _top_up(self, w: int) -> None:
+        while self._in_flight[w] < int(self.cfg.max_in_flight_per_worker):
+            ref = self._request(w, *self._async_args)
+            self._pending[ref] = (w, self._generation[w])
+            self._in_flight[w] += 1
+
+    def sync_weights(self, weights: Any = None, worker_ids: Sequence[int] | None = None) -> None:
+        import ray
+
+        with self.timer("transfer"):
+            value = to_cpu(get_policy_weights(self.policy) if weights is None else weights)
+            targets = range(self.num_workers) if worker_ids is None else worker_ids
+            # Small weights ride inline in the requests; big ones are put in the object store once for all.
+            if len(targets) > 1 and _nbytes(value) > INLINE_WEIGHTS_BYTES:
+                value = ray.put(value)
+            for w in targets:
+                self._weights[w] = value
+                self._unsent[w] = True
+        self._synced = True
+
+    def worker_pids(self) -> list[int]:
+        import ray
+
+        return ray.get([a.pid.remote() for a in self.actors])
+
+    def get_states(self) -> list[dict[str, Any]]:
+        import ray
+
+        return ray.get([a.get_state.remote() for a in self.actors])
+
+    def set_states(self, states: list[dict[str, Any]]) -> bool:
+        import ray
+
+        return all(ray.get([a.set_state.remote(s) for a, s in zip(self.actors, states, strict=True)]))
+
+    def stop(self) -> None:
+        import ray
+
+        try:
+            ray.get([a.close.remote() for a in self.actors], timeout=10)
+        except Exception:  # noqa: BLE001 - a dead or stuck worker is killed below anyway
+            pass
+        for a in self.actors:
+            ray.kill(a, no_restart=True)
+        self.actors = []
+        self._pending.clear()
+
+
+INLINE_WEIGHTS_BYTES = 256 * 1024  # weights smaller than this are sent inside each request instead of ray.put
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:200] + ("..." if len(text) > 200 else "") or type(e).__name__
+
+
+# ---------------------------------------------------------------------------------------------------- executor
+
+
+class RayExecutor:
+    """Builds :class:`RayWorkerSet` s on a Ray cluster; see the module docstring."""
+
+    def __init__(self, cfg: Any, env_factory: EnvFactory, seed: int) -> None:
+        _validate(cfg)
+        self.cfg, self.env_factory, self.seed = cfg, env_factory, seed
+        self.timer = StageTimer()
+        self.restarts = 0
+        self._worker_sets: list[RayWorkerSet] = []
+        self._started_ray = False
+        import ray
+
+        start = time.perf_counter()
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                                      "log_to_driver": True}
+            if cfg.address:
+                kwargs["address"] = str(cfg.address)
+            else:
+                kwargs["num_cpus"] = int(cfg.num_cpus) if cfg.num_cpus is not None else os.cpu_count()
+                if cfg.object_store_memory is not None:
+                    kwargs["object_store_memory"] = int(cfg.object_store_memory)
+            try:
+                ray.init(**kwargs)
+            except Exception as e:  # noqa: BLE001 - e.g. no cluster at executor.address
+                raise RlrunError(f"executor=ray: cannot start or reach a Ray cluster "
+                                 f"(address={cfg.address or 'a new local cluster'}): {_one_line(e)}") from None
+            self._started_ray = not cfg.address
+        self.init_seconds = time.perf_counter() - start
+        cpus = ray.cluster_resources().get("CPU", 0.0)
+        need = int(cfg.num_workers) * float(cfg.cpus_per_worker)
+        if need > cpus:
+            self.stop()
+            raise ConfigError(f"executor.num_workers={cfg.num_workers} x executor.cpus_per_worker="
+                              f"{cfg.cpus_per_worker} needs {need:g} CPUs but the Ray cluster has {cpus:g}: the "
+                              f"workers would wait forever. Lower them, or raise executor.num_cpus.")
+
+    def worker_set(self, policy: Policy, device: torch.device | str = "cpu",
+                   policy_factory: PolicyFactory | None = None) -> RayWorkerSet:
+        """``num_workers`` remote workers; each acts with ``policy_factory(worker_index)`` (default: a copy of
+        ``policy``) and gets the learner's weights through ``sync_weights``. ``device`` is the learner's; the
+        workers act on ``executor.worker_device``."""
+        if policy_factory is None and torch.device(device).type != "cpu":
+            raise ConfigError(f"executor=ray with the learner on {device}: the plan must pass a policy_factory to "
+                              f"worker_set() (a copy of a {device} policy cannot be unpickled in a CPU worker).")
+        ws = RayWorkerSet(self, policy, policy_factory)
+        self._worker_sets.append(ws)
+        return ws
+
+    def metrics(self) -> dict[str, float]:
+        """``time/<stage>_s`` since the last call, and ``executor/worker_restarts`` (since the run started)."""
+        return {**self.timer.report(), "executor/worker_restarts": self.restarts}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every remote worker's state (as the local executor's, read in the workers). Exact for synchronous
+        sampling; rollouts in flight (``sample_async``) are not in it."""
+        states = [ws.get_states() for ws in self._worker_sets]
+        return {"worker_sets": [[s["worker"] for s in ss] for ss in states],
+                "worker_rngs": [[s["rng"] for s in ss] for ss in states]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        from rlrun.errors import CheckpointError
+
+        saved, rngs = state.get("worker_sets", []), state.get("worker_rngs")
+        if [len(s) for s in saved] != [ws.num_workers for ws in self._worker_sets] or rngs is None:
+            raise CheckpointError(f"the checkpoint holds {[len(s) for s in saved]} workers per worker set but the run "
+                                  f"has {[ws.num_workers for ws in self._worker_sets]}")
+        exact = True
+        for ws, ws_state, ws_rngs in zip(self._worker_sets, saved, rngs, strict=True):
+            exact = ws.set_states([{"worker": s, "rng": r} for s, r in zip(ws_state, ws_rngs, strict=True)]) and exact
+        return exact
+
+    def stop(self) -> None:
+        for ws in self._worker_sets:
+            ws.stop()
+        self._worker_sets.clear()
+        if self._started_ray:
+            import ray
+
+            ray.shutdown()
+            self._started_ray = False
+
+
+def _validate(cfg: Any) -> None:
+    checks = [("num_workers", 1), ("num_envs_per_worker", 1), ("max_in_flight_per_worker", 1),
+              ("worker_torch_threads", 1), ("max_worker_restarts", 0)]
+    for key, low in checks:
+        if int(cfg[key]) < low:
+            raise ConfigError(f"executor.{key}={cfg[key]}: must be at least {low}.")
+    if float(cfg.cpus_per_worker) < 0:
+        raise ConfigError(f"executor.cpus_per_worker={cfg.cpus_per_worker}: must not be negative.")
+    if cfg.vector_mode not in VECTOR_MODES:
+        raise ConfigError(f"executor.vector_mode={cfg.vector_mode}: must be one of {', '.join(VECTOR_MODES)}.")
+    if cfg.num_cpus is not None and int(cfg.num_cpus) < 1:
+        raise ConfigError(f"executor.num_cpus={cfg.num_cpus}: must be at least 1 (or null: every core).")
+    if cfg.address and cfg.num_cpus is not None:
+        log.warning("executor.num_cpus=%s is ignored: executor.address=%s names an existing cluster",
+                    cfg.num_cpus, cfg.address)

@@ -1,0 +1,136 @@
+"""The worker-set interface: what a plan calls to get rollouts, whatever executor runs it.
+
+A plan gets its worker set from the executor and never imports ``ray``::
+
+    self.workers = executor.worker_set(self.agent, device, policy_factory=ActingPolicy(cfg, spec))
+    batches = self.workers.sample(cfg.rollout_steps)                  # one SampleBatch per worker, in order
+    for batch, worker in self.workers.sample_async(cfg.rollout_steps): # as each worker's rollout finishes
+        ...
+        self.workers.sync_weights(worker_ids=[worker])                 # only that worker, before its next rollout
+    self.workers.sync_weights()                                        # broadcast the learner's weights
+
+The contract (``executor=local`` and ``executor=ray`` both keep it; ``tests/execution/`` checks it):
+
+- ``executor.worker_set(policy, device="cpu", policy_factory=None) -> WorkerSet``. ``policy`` is the learner's
+  acting object (``get_actions(obs, explore)``, and ``get_weights()``/``set_weights()`` where weights move).
+  Locally the worker acts with that very object: no copy, nothing to sync. A remote worker builds its own policy
+  with ``policy_factory(worker_index)`` (a picklable callable ``int -> Policy``, run inside the worker); without
+  one, every remote worker gets a pickled copy of ``policy`` (fine for a small policy; a plan whose acting object
+  carries learner-only state, e.g. a replay memory, should pass a factory).
+- **Weights.** ``sync_weights(weights=None, worker_ids=None)``: ``weights`` is what the remote policy's
+  ``set_weights`` takes (the learner's ``get_weights()``); ``None`` means "the learner policy's current
+  ``get_weights()``" (``state_dict()`` if it has none). ``worker_ids=None`` broadcasts (one copy of the weights in
+  Ray's object store, read by every worker); a list syncs only those workers. ``get_weights()`` must hold every
+  piece of state that acting depends on (DQN: the Q-network *and* the epsilon schedule's step), or a remote
+  worker acts differently from a local one. A synchronous ``sample()`` first pushes the learner's weights when
+  the plan has not synced since the previous sample (``executor.sync_weights_on_sample``, default true), so a plan
+  written for the local executor acts with up-to-date weights on Ray too.
+- **Synchronous sampling.** ``sample(num_steps, explore=True) -> list[SampleBatch]``: ``num_steps`` agent steps
+  of every env copy of every worker, one batch per worker in worker order; returns when all have arrived.
+- **Asynchronous sampling.** ``sample_async(num_steps, explore=True, min_batches=1)`` is an iterator of
+  ``(batch, worker_id)``. Every worker keeps up to ``executor.max_in_flight_per_worker`` sample requests pending;
+  they keep running while the plan learns, between calls. A call blocks until ``min_batches`` batches have
+  arrived, yields them and every other one that is ready, and ends. A worker's next request is sent when the plan
+  asks for the next item after its batch, so a ``sync_weights(worker_ids=[w])`` in the loop body reaches worker
+  ``w`` before its next rollout. Locally (one worker, same thread) it samples ``min_batches`` batches in turn.
+- ``drain() -> list[(batch, worker_id)]``: wait for the requests in flight and return their rollouts, sending no
+  new ones (before switching to synchronous sampling, or to leave the workers idle).
+- ``num_envs`` (env copies over all workers), ``num_workers``, ``worker_pids()`` (for tests and fault
+  injection), ``stop()``.
+- The executor has ``timer`` (a :class:`~rlrun.execution.timing.StageTimer` the plan times ``learn`` and
+  ``replay`` with), ``metrics()`` (``time/<stage>_s`` since the last call and ``executor/worker_restarts``),
+  ``state_dict()``/``load_state_dict()`` (workers' env copies and acting random streams, for checkpoints) and
+  ``stop()``.
+
+Seeds: env copy i of worker w is reset with ``seed + w * num_envs_per_worker + i``; worker w acts with its own
+torch random stream seeded from ``(seed, w)`` (``rollout_worker.acting_seed``). So executor=local and executor=ray
+with one worker sample the same transitions from the same weights.
+
+Replay shards (Ape-X) would sit behind the same kind of interface (``add``, ``sample_async``,
+``update_priorities`` on shard actors); they are not built yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Protocol, Sequence
+
+import torch
+
+from rlrun.execution.rollout_worker import Policy, SampleBatch
+
+PolicyFactory = Callable[[int], Policy]
+"""worker index -> the policy that worker acts with (built inside the worker process); must be picklable."""
+
+
+class WorkerSet(Protocol):
+    num_workers: int
+
+    @property
+    def num_envs(self) -> int: ...
+
+    def sample(self, num_steps: int, explore: bool = True) -> list[SampleBatch]: ...
+
+    def sample_async(self, num_steps: int, explore: bool = True,
+                     min_batches: int = 1) -> Iterator[tuple[SampleBatch, int]]: ...
+
+    def drain(self) -> list[tuple[SampleBatch, int]]: ...
+
+    def sync_weights(self, weights: Any = None, worker_ids: Sequence[int] | None = None) -> None: ...
+
+    def worker_pids(self) -> list[int]: ...
+
+    def stop(self) -> None: ...
+
+
+def get_policy_weights(policy: Any) -> Any:
+    """The policy's ``get_weights()``, or its ``state_dict()`` when it has no such method."""
+    get = getattr(policy, "get_weights", None)
+    return get() if callable(get) else policy.state_dict()
+
+
+def set_policy_weights(policy: Any, weights: Any) -> None:
+    """The inverse of :func:`get_policy_weights`."""
+    set_ = getattr(policy, "set_weights", None)
+    if callable(set_):
+        set_(weights)
+    else:
+        policy.load_state_dict(weights)
+
+
+def to_cpu(value: Any) -> Any:
+    """Tensors of a nest (dicts, lists, tuples) moved to the CPU and detached: what another process can unpickle."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return type(value)((k, to_cpu(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_cpu(v) for v in value)
+    return value
+
+
+class PolicyCopy:
+    """The default policy factory of a remote worker: a pickled copy of the learner's policy object, taken when the
+    worker set is built (weights then arrive through ``sync_weights``)."""
+
+    MAX_BYTES = 256 * 2**20  # a bigger policy object (a replay memory inside?) needs a real policy_factory
+
+    def __init__(self, policy: Any) -> None:
+        size = policy_bytes(policy)
+        if size > self.MAX_BYTES:
+            from rlrun.errors import ConfigError
+
+            raise ConfigError(f"the policy object has {size / 2**20:.0f} MiB of tensors (a replay memory inside it?): "
+                              f"too much to copy into every remote rollout worker. The plan must pass "
+                              f"executor.worker_set(..., policy_factory=...) building an acting-only policy.")
+        self.policy = policy
+
+    def __call__(self, worker_index: int) -> Any:
+        return self.policy
+
+
+def policy_bytes(policy: Any) -> int:
+    """Bytes of the tensors of a policy object (``nn.Module``: its state dict); 0 when it has none."""
+    state = getattr(policy, "state_dict", None)
+    if not callable(state):
+        return 0
+    return sum(t.numel() * t.element_size() for t in state().values() if isinstance(t, torch.Tensor))

@@ -1,0 +1,233 @@
+"""The Ray executor (rlrun/execution/ray_executor.py) on a real local Ray cluster of 2 CPUs, started once for this
+module and shut down at its end (never ``ray stop``: it would kill every Ray process on the machine).
+
+- parity: DQN through executor=local and executor=ray (one worker, synchronous sampling) with the same seed and
+  config makes bit-identical updates;
+- the worker-set contract over actors: synchronous and asynchronous sampling, bounded in-flight requests, the
+  learner's weights sent before a synchronous sample, a per-worker weight sync reaching that worker's next rollout;
+- fault handling: a worker process killed (SIGKILL on its pid) during a run is replaced, the run finishes and
+  ``executor/worker_restarts`` says 1;
+- the transfer encoding without ``next_obs`` rebuilds every field exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from rlrun import checkpoint as ckpt
+from rlrun.config import RayExecutorConfig
+from rlrun.envs.gym_env import GymEnvFactory
+from rlrun.errors import ConfigError
+from rlrun.execution.rollout_worker import RolloutWorker
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_cluster():  # noqa: ANN201
+    """One small local cluster for the module; executors reuse it (and leave it running when they stop)."""
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test policies, for the workers
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def cartpole() -> GymEnvFactory:
+    return GymEnvFactory(OmegaConf.create({"name": "gym", "id": "CartPole-v1", "max_episode_steps": None,
+                                           "frame_skip": 1, "kwargs": {}}))
+
+
+def ray_executor(**overrides):  # noqa: ANN003, ANN201
+    from rlrun.execution.ray_executor import RayExecutor
+
+    return RayExecutor(OmegaConf.structured(RayExecutorConfig(**overrides)), cartpole(), seed=0)
+
+
+# ---------------------------------------------------------------------------------------------------- parity
+
+PARITY = ["algo.learning_starts=64", "algo.hidden_sizes=[32]", "algo.batch_size=32", "algo.buffer_size=2000",
+          "algo.rollout_steps=8", "algo.train_every=1", "algo.tau=1.0", "algo.target_update_every=50",
+          "export.formats=[]", "logger=none", "logger.console.enabled=false", "seed=3"]
+# DQN's get_weights() holds the Q-network only, not the epsilon schedule's step, so a remote copy of the policy
+# keeps the epsilon it was copied with: with a constant epsilon that does not matter.
+CONSTANT_EPSILON = ["algo.epsilon_start=0.3", "algo.epsilon_end=0.3"]
+
+
+def train(overrides: list[str], run_dir: Path) -> dict:
+    from rlrun.graph_command import compose
+    from rlrun.run import run_experiment
+
+    summary = run_experiment(compose(overrides), run_dir, overrides=[])
+    assert summary["stop_reason"] == "env_steps"
+    return ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))
+
+
+def assert_same(a, b, path: str = "state") -> None:  # noqa: ANN001
+    if isinstance(a, dict):
+        assert set(a) == set(b), f"{path}: keys differ"
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b), f"{path}: tensors differ"
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def _parity(tmp_path: Path, extra: list[str]) -> dict:
+    local = train([*PARITY, *extra, "executor=local", "executor.num_envs=2"], tmp_path / "local")
+    remote = train([*PARITY, *extra, "executor=ray", "executor.num_workers=1", "executor.num_envs_per_worker=2"],
+                   tmp_path / "ray")
+    assert_same(local["algo"], remote["algo"], "algo")  # Q and target networks, Adam moments, replay, counters
+    assert_same(local["executor"]["worker_rngs"], remote["executor"]["worker_rngs"], "acting stream")
+    loop = ("env_steps", "episodes", "returns", "lengths")
+    assert {k: local["loop"][k] for k in loop} == {k: remote["loop"][k] for k in loop}
+    return local
+
+
+def test_dqn_updates_are_identical_on_the_local_and_the_ray_executor(tmp_path: Path) -> None:
+    """320 env steps: 20 iterations of 8 agent steps x 2 env copies, learning from the 4th (env step 64) at one
+    gradient step per env step: 17 x 16 = 272 gradient steps, every one bit-identical."""
+    local = _parity(tmp_path, [*CONSTANT_EPSILON, "stop.env_steps=320"])
+    assert local["algo"]["gradient_steps"] == 272
+
+
+@pytest.mark.xfail(strict=True, reason="DQNAgent.get_weights() does not carry the epsilon schedule's step yet, so a "
+                                       "remote worker's epsilon does not decay (reported to the DQN owner)")
+def test_dqn_parity_with_a_decaying_epsilon(tmp_path: Path) -> None:
+    _parity(tmp_path, ["algo.epsilon_start=1.0", "algo.epsilon_end=0.1", "algo.epsilon_decay_steps=100",
+                       "stop.env_steps=128"])
+
+
+# ---------------------------------------------------------------------------------------------------- contract
+
+
+class Constant(torch.nn.Module):
+    """Acts ``a`` everywhere; its weights are ``{"a": tensor}`` (state_dict), so a sync shows in the actions."""
+
+    def __init__(self, a: int) -> None:
+        super().__init__()
+        self.register_buffer("a", torch.tensor(a, dtype=torch.int64))
+
+    def get_actions(self, obs, explore=True):  # noqa: ANN001, ANN201
+        return self.a.expand(obs.shape[0]).clone()
+
+
+def actions_of(batch) -> set[int]:  # noqa: ANN001
+    return set(batch.actions.tolist())
+
+
+def test_sync_and_async_sampling_and_weight_sync_over_two_workers() -> None:
+    ex = ray_executor(num_workers=2, num_envs_per_worker=2, cpus_per_worker=0.5, max_in_flight_per_worker=1)
+    learner = Constant(0)
+    ws = ex.worker_set(learner, "cpu")  # no policy_factory: each worker gets a copy of the learner's policy
+    assert ws.num_envs == 4 and len(set(ws.worker_pids())) == 2 and os.getpid() not in ws.worker_pids()
+
+    batches = ws.sample(5)
+    assert [b.env_steps for b in batches] == [10, 10] and all(actions_of(b) == {0} for b in batches)
+    learner.a.fill_(1)  # the learner changes; sample() sends its weights first
+    assert all(actions_of(b) == {1} for b in ws.sample(5))
+
+    seen = []
+    synced = False
+    for _ in range(20):  # until worker 1 has delivered a batch (then sync it alone to 0)
+        for batch, w in ws.sample_async(3):
+            assert max(ws._in_flight) <= 1 and len(ws._pending) <= 2  # bounded in-flight requests
+            if w == 1:
+                ws.sync_weights({"a": torch.tensor(0)}, worker_ids=[1])  # reaches worker 1's next request
+                synced = True
+        if synced:
+            break
+    assert synced
+    while {w for w, _ in seen} != {0, 1} or len(seen) < 4:
+        seen += [(w, actions_of(b)) for b, w in ws.sample_async(3, min_batches=2)]
+    assert all(acts == ({1} if w == 0 else {0}) for w, acts in seen), seen
+
+    metrics = ex.metrics()
+    assert metrics["executor/worker_restarts"] == 0
+    for stage in ("env_step", "inference", "transfer", "wait"):
+        assert metrics[f"time/{stage}_s"] > 0, stage
+    ex.stop()
+    assert ray.is_initialized()  # the executor did not start this cluster, so it leaves it running
+
+
+def test_more_workers_than_the_cluster_has_cpus_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"executor.num_workers=3 x executor.cpus_per_worker=1.0 needs 3 CPUs"):
+        ray_executor(num_workers=3)
+
+
+# ---------------------------------------------------------------------------------------------------- faults
+
+
+def test_a_killed_worker_is_replaced_and_the_run_goes_on(tmp_path: Path) -> None:
+    """DQN whose plan kills rollout worker 0 (SIGKILL on its pid) at its 4th iteration: the executor replaces it,
+    the run reaches its stop condition, and ``executor/worker_restarts`` is logged as 1."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlrun.algos.dqn import DQN
+    from rlrun.graph_command import compose
+    from rlrun.registry import registry
+    from rlrun.run import run_experiment
+
+    pids: list[list[int]] = []
+
+    class KillingDQN(DQN):
+        def training_step(self):  # noqa: ANN202
+            pids.append(self.workers.worker_pids())
+            if len(pids) == 4:
+                os.kill(pids[-1][0], signal.SIGKILL)
+            return super().training_step()
+
+    registry.register("algo", "dqn_killing_test", KillingDQN, replace=True)
+    try:
+        cfg = compose(["executor=ray", "executor.num_workers=1", "stop.env_steps=160", "algo.learning_starts=32",
+                       "algo.rollout_steps=16", "export.formats=[]", "logger=none", "logger.console.enabled=false",
+                       "logger.tensorboard.enabled=true"])
+        cfg.algo.name = "dqn_killing_test"
+        summary = run_experiment(cfg, tmp_path, overrides=[])
+    finally:
+        registry._entries["algo"].pop("dqn_killing_test", None)
+    assert summary["stop_reason"] == "env_steps" and summary["env_steps"] == 160
+    assert pids[4][0] != pids[3][0] and pids[-1] == pids[4]  # replaced once, then kept
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert events.Scalars("executor/worker_restarts")[-1].value == 1
+
+
+# ---------------------------------------------------------------------------------------------------- transfer
+
+
+class Coin:
+    def get_actions(self, obs, explore=True):  # noqa: ANN001, ANN201
+        return torch.randint(0, 2, (obs.shape[0],))
+
+
+def test_transfer_without_next_obs_rebuilds_the_batch_exactly() -> None:
+    """``next_obs[t] = obs[t + 1]`` (``last_obs`` after the last step) except where an episode ended, whose real
+    final observations travel alone; random CartPole play ends several episodes in 60 steps of 3 copies."""
+    from rlrun.execution.ray_executor import pack, unpack
+
+    worker = RolloutWorker(cartpole(), Coin(), num_envs=3, seed=0)
+    batch = worker.sample(60)
+    worker.close()
+    space = worker.spec.observation_space
+    packed = pack(batch, space)
+    assert packed.next_obs is None and len(packed.extras["_final_rows"]) == len(batch.episode_returns) >= 3
+    rebuilt = unpack(packed, space)
+    for key in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "last_obs"):
+        np.testing.assert_array_equal(getattr(rebuilt, key), getattr(batch, key), err_msg=key)
+        assert getattr(rebuilt, key).flags.writeable
+    assert rebuilt.extras == {}
