@@ -71,10 +71,10 @@ def acting_overhead(name: str, obs_space: sp.Space, cfg: Any, batches: list[int]
     for b in batches:
         obs = sp.to_torch(obs_space, sp.sample(obs_space, (b,), seed=0))
 
-        def through_api() -> torch.Tensor:
+        def through_api(obs: torch.Tensor = obs) -> torch.Tensor:
             return agent.get_actions(obs, explore=False)
 
-        def bare() -> torch.Tensor:
+        def bare(obs: torch.Tensor = obs) -> torch.Tensor:
             return head.linear(_bare_torso(torso, obs)).argmax(dim=-1)
 
         with torch.inference_mode():

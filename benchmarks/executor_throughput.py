@@ -228,16 +228,21 @@ class Setting:
         with torch.inference_mode():
             return timed(lambda: (bare_act(self.bare, obs), self.num_envs)[1], seconds)
 
-    def acting(self, label: str, seconds: float, asynchronous: bool = False) -> float:
-        ws = self.worker_sets[label]
-        if not asynchronous:
-            return timed(lambda: sum(b.env_steps for b in ws.sample(ROLLOUT_STEPS, explore=False)), seconds)
+    def acting(self, label: str, seconds: float, asynchronous: bool = False) -> tuple[float, dict[str, float]]:
+        """(env steps/s, share of the wall time per stage from the executor's timer: env_step and inference summed
+        over workers, transfer and wait in this process)."""
+        ws, executor = self.worker_sets[label], self.executors[label]
+        executor.metrics()  # reset the stage timer
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            steps += sum(b.env_steps for b, _ in ws.sample_async(ROLLOUT_STEPS, explore=False))
+            if asynchronous:
+                steps += sum(b.env_steps for b, _ in ws.sample_async(ROLLOUT_STEPS, explore=False))
+            else:
+                steps += sum(b.env_steps for b in ws.sample(ROLLOUT_STEPS, explore=False))
         elapsed = time.perf_counter() - start
+        shares = {k[len("time/"):-2]: v / elapsed for k, v in executor.metrics().items() if k.startswith("time/")}
         ws.drain()  # leave the workers idle for the next measurement
-        return steps / elapsed
+        return steps / elapsed, shares
 
     def close(self) -> None:
         self.envs.close()
@@ -358,9 +363,11 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[
     key = f"{env}/x{num_envs}"
     skip = s.spec.frame_skip
     half = max(num_envs // 2, 1)
+    # The three worker sets live side by side (idle while another is measured): half a CPU per Ray worker fits
+    # them into a cluster of the machine's cores.
     labels = {"local": ("local", {"num_envs": num_envs}),
-              "ray_1w": ("ray", {"num_workers": 1, "num_envs_per_worker": num_envs}),
-              "ray_2w": ("ray", {"num_workers": 2, "num_envs_per_worker": half})}
+              "ray_2w": ("ray", {"num_workers": 2, "num_envs_per_worker": half, "cpus_per_worker": 0.5}),
+              "ray_1w": ("ray", {"num_workers": 1, "num_envs_per_worker": num_envs, "cpus_per_worker": 0.5})}
     try:
         for label, (name, cfg) in labels.items():
             init_s, first_s = s.add(label, name, **cfg)
@@ -374,6 +381,7 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[
         sides = ["local", "ray_1w", "ray_1w_async", "ray_2w", "ray_2w_async"]
         raw, policy, limit = [], [], []
         acting: dict[str, list[float]] = {k: [] for k in sides}
+        shares: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
         s.raw_env(0.3)
         s.bare_policy(0.3)
         for _ in range(rounds):
@@ -383,7 +391,9 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[
             limit.append(serial_limit(a, b))
             for side in sides:
                 label = side.removesuffix("_async")
-                acting[side].append(s.acting(label, seconds, asynchronous=side.endswith("_async")))
+                rate, share = s.acting(label, seconds, asynchronous=side.endswith("_async"))
+                acting[side].append(rate)
+                shares[side].append(share)
     finally:
         s.close()
     med = statistics.median
@@ -393,10 +403,13 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[
         figures[f"{key}/env_steps_per_s/{label}"] = round(med(values), 1)
         figures[f"{key}/frames_per_s/{label}"] = round(med(values) * skip, 1)
     for side in sides:
-        figures[f"fraction_of_limit/{key}/{side}"] = round(med(x / lim for x, lim in zip(acting[side], limit)), 3)
+        per_round = zip(acting[side], limit, acting["local"], strict=True)
+        figures[f"fraction_of_limit/{key}/{side}"] = round(med(x / lim for x, lim, _ in per_round), 3)
+        for stage in sorted({k for sh in shares[side] for k in sh}):
+            figures[f"time_share/{key}/{side}/{stage}"] = round(med(sh.get(stage, 0.0) for sh in shares[side]), 3)
         if side != "local":
-            figures[f"ray_vs_local/{key}/{side}"] = round(med(x / y for x, y in zip(acting[side], acting["local"])),
-                                                          3)
+            per_round = zip(acting[side], acting["local"], strict=True)
+            figures[f"ray_vs_local/{key}/{side}"] = round(med(x / y for x, y in per_round), 3)
     return figures
 
 
@@ -430,7 +443,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         figures["dynamic_batching/pong/2x4/central_env_steps_per_s"] = round(statistics.median(central), 1)
         figures["dynamic_batching/pong/2x4/per_worker_env_steps_per_s"] = round(statistics.median(per_worker), 1)
         figures["dynamic_batching/pong/2x4/central_vs_per_worker"] = round(
-            statistics.median(c / p for c, p in zip(central, per_worker)), 3)
+            statistics.median(c / p for c, p in zip(central, per_worker, strict=True)), 3)
     figures["load_average_after"] = load_average()
     path = write_result("executor_throughput", figures, "python -m benchmarks.executor_throughput "
                         + " ".join(argv if argv is not None else sys.argv[1:]))

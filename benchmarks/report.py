@@ -127,9 +127,11 @@ def readme_section(data: dict[str, Any], source: str, suite: tuple[Benchmark, ..
             continue
         figures = numeric_figures(record["figures"])
         shown = [f for f in figures if bench is None or bench.is_headline(f)]
-        for figure in shown:
-            lines.append(f"| {name} | `{figure}` | {fmt(figures[figure])} | "
-                         f"{_goal_cell(bench, figure, figures[figure])} | `{record['command']}` |")
+        for i, figure in enumerate(shown):  # the benchmark's name and command on its first row only
+            first = i == 0
+            lines.append(f"| {name if first else ''} | `{figure}` | {fmt(figures[figure])} | "
+                         f"{_goal_cell(bench, figure, figures[figure])} | "
+                         f"{'`' + record['command'] + '`' if first else ''} |")
     if unavailable:
         lines += ["", "Not measured in this run:", "", *unavailable]
     lines += ["", "Ratios (`ratio/...`, `fraction...`) are measured within one run and are what CI compares with "

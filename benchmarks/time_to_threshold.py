@@ -66,6 +66,9 @@ class Crossings:
         return len(self.reached) == len(self.thresholds)
 
 
+# The env-copy count each algorithm was tuned with (README: PPO and A2C use 8 copies; DQN the default 1).
+ALGO_OVERRIDES = {"ppo": ["executor.num_envs=8"], "a2c": ["executor.num_envs=8"]}
+
 def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps: int, budget_s: float
               ) -> Crossings:
     from omegaconf import OmegaConf
@@ -76,7 +79,8 @@ def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps:
     from rlrun.run import RunLoop, seed_everything
 
     cfg = compose([f"algo={algo}", "env=cartpole", f"seed={seed}", f"stop.env_steps={budget_steps}",
-                   "stop.episode_return_mean=null", f"return_window={WINDOW}", "logger=none"])
+                   "stop.episode_return_mean=null", f"return_window={WINDOW}", "logger=none",
+                   *ALGO_OVERRIDES.get(algo, [])])
     start = time.perf_counter()
     seed_everything(seed)
     device = resolve_device(cfg.device)

@@ -105,12 +105,14 @@ class PPOConfig:
     """GAE lambda (Schulman et al. 2016): 1 = Monte-Carlo advantages, 0 = one-step TD errors."""
     rollout_steps: int = 32
     """Agent steps per env copy per update (T); one update learns on T x executor.num_envs env steps."""
-    num_epochs: int = 10
+    num_epochs: int = 20
     """Passes over each rollout (epochs of minibatch gradient steps)."""
     minibatch_size: int = 256
     """Env steps (transitions) per gradient step."""
     clip_eps: float = 0.2
-    """Clip range of the probability ratio, epsilon of Eq. 7 (dimensionless)."""
+    """Clip range of the probability ratio, epsilon of Eq. 7 (dimensionless), at env step 0."""
+    anneal_clip: bool = True
+    """Anneal clip_eps linearly to 0 over total_env_steps, as the LR (Baselines ppo2 / rl-zoo lin_0.2)."""
     vf_clip_eps: Optional[float] = None
     """Clip range of the value update around the rollout's values, in units of return; null: unclipped."""
     vf_coef: float = 0.5
@@ -299,6 +301,9 @@ class RayExecutorConfig:
     """Bytes of Ray's object store of the local cluster this executor starts (null: Ray's default, 30% of RAM)."""
     cpus_per_worker: float = 1.0
     """CPUs Ray reserves for each worker actor (num_workers x this must fit in the cluster)."""
+    worker_niceness: int = 0
+    """Unix nice value of the Ray worker processes of a local cluster this executor starts (Ray's own default, 15,
+    puts the rollout workers below every other process of the machine); ignored with an address."""
     worker_device: str = "cpu"
     """Device the workers act on (the learner's is device.name)."""
     worker_torch_threads: int = 1

@@ -194,8 +194,9 @@ def test_readme_is_regenerated_between_the_markers_only(tmp_path: Path) -> None:
     assert text.startswith(before + START) and text.endswith(END + after)
     block = text.split(START)[1].split(END)[0]
     assert "old table" not in block and "benchmarks/results/2026-11-21-abc1234.json" in block
-    assert "| logger_overhead | `ratio/env_steps_per_s/tensorboard_vs_none` | 0.990 | ≥ 0.97 (met) |" in block
-    assert "`python -m benchmarks.logger_overhead --quick`" in block
+    assert ("| logger_overhead | `env_steps_per_s/none` | 2,300 |  | `python -m benchmarks.logger_overhead --quick` |"
+            in block)  # name and command on the benchmark's first row
+    assert "|  | `ratio/env_steps_per_s/tensorboard_vs_none` | 0.990 | ≥ 0.97 (met) |  |" in block
     assert "Test CPU, 2 cores, GPU: none" in block and "torch 2.13.0+cpu" in block and "commit abc1234" in block
     assert "logger_start_ms" not in block  # headline figures only; the .md file has them all
     assert "`scaling`: unavailable" in block
@@ -440,11 +441,13 @@ def test_plots_are_drawn_from_the_result_files(tmp_path: Path) -> None:
         data["date"] = hw["date"]
         (tmp_path / f"{commit}.json").write_text(json.dumps(data))
     (tmp_path / "baseline.json").write_text("{}")  # not a result file
-    labels, series = collect(tmp_path)
-    assert labels == ["2026-11-20\naaa1111", "2026-11-21\nbbb2222"]
-    assert series["sampling_limit"]["fraction_of_limit/pong/x1/local"] == {0: 0.7, 1: 0.8}
-    [png] = plot_all(tmp_path, tmp_path / "plots")
-    assert png.name == "sampling_limit.png" and png.read_bytes()[:4] == b"\x89PNG"
+    (tmp_path / "other.json").write_text(json.dumps(record("env_speed", {"cartpole/1env/frames_per_s": 1e5})))
+    labels, series = collect(tmp_path)["sampling_limit"]
+    assert labels == ["2026-11-20\naaa1111", "2026-11-21\nbbb2222"]  # only the files that hold the benchmark
+    assert series["fraction_of_limit/pong/x1/local"] == {0: 0.7, 1: 0.8}
+    pngs = plot_all(tmp_path, tmp_path / "plots")
+    assert [p.name for p in pngs] == ["env_speed.png", "sampling_limit.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
 
 
 def test_rlrun_bench_console_script_lists_the_suite() -> None:

@@ -12,6 +12,7 @@ network and the advantage estimator.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from typing import Any, Callable
 
@@ -31,6 +32,8 @@ from rlrun.config import PPOConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.ops import gae
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------------- network
 
@@ -199,6 +202,7 @@ class PPOAgent(Component):
         self.optimizer = self._make_optimizer(cfg, seed)
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps trained on (LR schedule)
         self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
+        self._lr_warned = False
 
     @staticmethod
     def _make_optimizer(cfg: PPOConfig, seed: int) -> Component:
@@ -281,15 +285,26 @@ class PPOAgent(Component):
                                             rollout["truncated"], self.cfg.gamma, self.cfg.gae_lambda)
         return values, adv, ret
 
+    def remaining(self) -> float:
+        """The share of the schedule still ahead: ``1 - env_steps / total_env_steps``, at least 0 (1 without a
+        horizon)."""
+        if not self.cfg.total_env_steps:
+            return 1.0
+        return max(0.0, 1.0 - int(self.env_steps) / float(self.cfg.total_env_steps))
+
     def learning_rate(self) -> float:
-        """Adam's learning rate now: ``lr * (1 - env_steps / total_env_steps)`` (at least 0) when annealing."""
-        if not self.cfg.anneal_lr or not self.cfg.total_env_steps:
-            return float(self.cfg.lr)
-        return float(self.cfg.lr) * max(0.0, 1.0 - int(self.env_steps) / float(self.cfg.total_env_steps))
+        """The learning rate now: ``lr * remaining()`` when annealing, else ``lr``."""
+        return float(self.cfg.lr) * (self.remaining() if self.cfg.anneal_lr else 1.0)
 
     def set_learning_rate(self) -> float:
         """Put :meth:`learning_rate` into the optimizer (before each update); returns it."""
         lr = self.learning_rate()
+        if lr == 0.0 and float(self.cfg.lr) > 0.0 and not self._lr_warned:
+            self._lr_warned = True
+            log.warning("%s: the learning rate has annealed to 0 at env step %d (algo.total_env_steps=%s), so the "
+                        "agent no longer learns. A run resumed with a larger stop.env_steps keeps the schedule of "
+                        "its first budget; start a new run with algo.total_env_steps set to train longer.",
+                        self.name, int(self.env_steps), self.cfg.total_env_steps)
         for group in self.torch_optimizer().param_groups:
             group["lr"] = lr
         return lr
@@ -307,12 +322,13 @@ class PPOAgent(Component):
         data = _flatten_time({"obs": rollout["obs"], "actions": actions, "old_log_prob": rollout["log_prob"],
                               "advantages": adv, "returns": ret, "old_values": values})
         cfg = self.cfg
+        clip_eps = cfg.clip_eps * (self.remaining() if cfg.anneal_clip else 1.0)
 
         def loss_fn(mb: dict[str, Any]) -> tuple[torch.Tensor, dict]:
             params, v = self.network(mb["obs"])
             dist = make_distribution(self.action_space, params)
             t = ppo_loss(dist.log_prob(mb["actions"]), mb["old_log_prob"], mb["advantages"], v, mb["returns"],
-                         dist.entropy(), mb["old_values"], clip_eps=cfg.clip_eps, vf_clip_eps=cfg.vf_clip_eps,
+                         dist.entropy(), mb["old_values"], clip_eps=clip_eps, vf_clip_eps=cfg.vf_clip_eps,
                          vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
             return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
                              "policy/entropy": t.entropy.detach(), "policy/clip_fraction": t.clip_fraction,
@@ -321,6 +337,7 @@ class PPOAgent(Component):
         info = self.optimizer.step(loss_fn, data)
         self.env_steps += int(ret.numel())
         info["learn/lr"] = lr
+        info["policy/clip_eps"] = clip_eps
         info["value/explained_variance"] = explained_variance(values.flatten(), ret.flatten())
         return info
 

@@ -45,7 +45,16 @@ from rlrun import spaces as sp
 from rlrun.errors import ConfigError, RlrunError
 from rlrun.execution.rollout_worker import VECTOR_MODES, EnvFactory, Policy, RolloutWorker, SampleBatch
 from rlrun.execution.timing import StageTimer
-from rlrun.execution.worker_set import PolicyCopy, PolicyFactory, get_policy_weights, set_policy_weights, to_cpu
+from rlrun.execution.worker_set import (
+    PolicyCopy,
+    PolicyFactory,
+    WireTensor,
+    from_wire,
+    get_policy_weights,
+    set_policy_weights,
+    tensor_versions,
+    to_wire,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +118,12 @@ class RemoteRolloutWorker:
         return os.getpid()
 
     def set_weights(self, weights: Any) -> None:
-        set_policy_weights(self.worker.policy, weights)
+        set_policy_weights(self.worker.policy, from_wire(weights))
 
     def sample(self, num_steps: int, explore: bool, weights: Any = None) -> SampleBatch:
         """A rollout; ``weights`` (when not None) are set first: a weight sync rides on the next request."""
         if weights is not None:
-            set_policy_weights(self.worker.policy, weights)
+            set_policy_weights(self.worker.policy, from_wire(weights))
         batch = self.worker.sample(num_steps, explore)
         t0 = time.perf_counter()
         packed = pack(batch, self.space)
@@ -157,6 +166,7 @@ class RayWorkerSet:
         self._env_factory_ref = ray.put(executor.env_factory)
         self._weights: list[Any] = [None] * self.num_workers  # the last weights given to each worker
         self._unsent = [False] * self.num_workers  # worker w's next request carries self._weights[w]
+        self._versions: list[tuple | None] = [None] * self.num_workers  # the learner policy's tensors when sent
         self._synced = False  # the plan synced since the last synchronous sample
         self._generation = [0] * self.num_workers
         self._pending: dict[Any, tuple[int, int]] = {}  # async request -> (worker, generation)
@@ -316,26 +326,43 @@ class RayWorkerSet:
     def sync_weights(self, weights: Any = None, worker_ids: Sequence[int] | None = None) -> None:
         import ray
 
+        self._synced = True
+        targets = list(range(self.num_workers) if worker_ids is None else worker_ids)
+        version = tensor_versions(self.policy) if weights is None else None
+        if version is not None:
+            targets = [w for w in targets if self._versions[w] != version]  # unchanged since their last sync
+            if not targets:
+                return
         with self.timer("transfer"):
-            value = to_cpu(get_policy_weights(self.policy) if weights is None else weights)
-            targets = range(self.num_workers) if worker_ids is None else worker_ids
+            value = to_wire(get_policy_weights(self.policy) if weights is None else weights)
             # Small weights ride inline in the requests; big ones are put in the object store once for all.
             if len(targets) > 1 and _nbytes(value) > INLINE_WEIGHTS_BYTES:
                 value = ray.put(value)
             for w in targets:
                 self._weights[w] = value
                 self._unsent[w] = True
-        self._synced = True
+                self._versions[w] = version
+
+    def _call_all(self, method: str, *args: Any) -> list[Any]:
+        """``method`` of every worker (after the requests sent to it before); a dead worker is replaced first."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        out = []
+        for w in range(self.num_workers):
+            while True:
+                try:
+                    out.append(ray.get(getattr(self.actors[w], method).remote(*args)))
+                    break
+                except RayActorError as e:
+                    self._restart(w, e)
+        return out
 
     def worker_pids(self) -> list[int]:
-        import ray
-
-        return ray.get([a.pid.remote() for a in self.actors])
+        return self._call_all("pid")
 
     def get_states(self) -> list[dict[str, Any]]:
-        import ray
-
-        return ray.get([a.get_state.remote() for a in self.actors])
+        return self._call_all("get_state")
 
     def set_states(self, states: list[dict[str, Any]]) -> bool:
         import ray
@@ -361,6 +388,8 @@ INLINE_WEIGHTS_BYTES = 256 * 1024  # weights smaller than this are sent inside e
 def _nbytes(value: Any) -> int:
     if isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
+    if isinstance(value, WireTensor):
+        return value.array.nbytes
     if isinstance(value, dict):
         return sum(_nbytes(v) for v in value.values())
     if isinstance(value, (list, tuple)):
@@ -392,18 +421,20 @@ class RayExecutor:
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
                                       "log_to_driver": True}
-            if cfg.address:
-                kwargs["address"] = str(cfg.address)
+            address = cfg.address or os.environ.get("RAY_ADDRESS")  # ray.init() itself would connect there
+            if address:
+                kwargs["address"] = str(address)
             else:
                 kwargs["num_cpus"] = int(cfg.num_cpus) if cfg.num_cpus is not None else os.cpu_count()
                 if cfg.object_store_memory is not None:
                     kwargs["object_store_memory"] = int(cfg.object_store_memory)
+                kwargs["_system_config"] = {"worker_niceness": int(cfg.worker_niceness)}
             try:
                 ray.init(**kwargs)
             except Exception as e:  # noqa: BLE001 - e.g. no cluster at executor.address
                 raise RlrunError(f"executor=ray: cannot start or reach a Ray cluster "
-                                 f"(address={cfg.address or 'a new local cluster'}): {_one_line(e)}") from None
-            self._started_ray = not cfg.address
+                                 f"(address={address or 'a new local cluster'}): {_one_line(e)}") from None
+            self._started_ray = not address
         self.init_seconds = time.perf_counter() - start
         cpus = ray.cluster_resources().get("CPU", 0.0)
         need = int(cfg.num_workers) * float(cfg.cpus_per_worker)
@@ -418,6 +449,14 @@ class RayExecutor:
         """``num_workers`` remote workers; each acts with ``policy_factory(worker_index)`` (default: a copy of
         ``policy``) and gets the learner's weights through ``sync_weights``. ``device`` is the learner's; the
         workers act on ``executor.worker_device``."""
+        import ray
+
+        free = ray.available_resources().get("CPU", 0.0)
+        need = int(self.cfg.num_workers) * float(self.cfg.cpus_per_worker)
+        if need > free + 1e-9:
+            raise ConfigError(f"executor=ray: {self.cfg.num_workers} workers x {self.cfg.cpus_per_worker} CPUs need "
+                              f"{need:g} free CPUs but the Ray cluster has {free:g} free (other actors hold the rest): "
+                              f"the workers would wait forever. Lower executor.cpus_per_worker or num_workers.")
         if policy_factory is None and torch.device(device).type != "cpu":
             raise ConfigError(f"executor=ray with the learner on {device}: the plan must pass a policy_factory to "
                               f"worker_set() (a copy of a {device} policy cannot be unpickled in a CPU worker).")

@@ -92,14 +92,14 @@ def test_whole_game_scores_of_an_atari_game_with_life_loss_episodes() -> None:
     for copy in range(2):
         ends = np.flatnonzero(done[:, copy])
         starts = np.concatenate([[0], ends[:-1] + 1])
-        episodes = [(int(e - s + 1), float(rewards[s:e + 1, copy].sum())) for s, e in zip(starts, ends)]
+        episodes = [(int(e - s + 1), float(rewards[s:e + 1, copy].sum())) for s, e in zip(starts, ends, strict=True)]
         for g in range(len(episodes) // 5):
             group = episodes[5 * g: 5 * g + 5]
             expected_lengths.append(sum(n for n, _ in group))
             clipped_sums.append(sum(r for _, r in group))
     assert sorted(batch.game_lengths) == sorted(expected_lengths)
-    by_length = dict(zip(batch.game_lengths, batch.game_scores))
-    for length, clipped in zip(expected_lengths, clipped_sums):
+    by_length = dict(zip(batch.game_lengths, batch.game_scores, strict=True))
+    for length, clipped in zip(expected_lengths, clipped_sums, strict=True):
         assert by_length[length] >= clipped
     assert len(batch.episode_returns) >= 5 * len(batch.game_scores)
 

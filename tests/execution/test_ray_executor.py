@@ -144,7 +144,7 @@ def test_sync_and_async_sampling_and_weight_sync_over_two_workers() -> None:
     seen = []
     synced = False
     for _ in range(20):  # until worker 1 has delivered a batch (then sync it alone to 0)
-        for batch, w in ws.sample_async(3):
+        for _batch, w in ws.sample_async(3):
             assert max(ws._in_flight) <= 1 and len(ws._pending) <= 2  # bounded in-flight requests
             if w == 1:
                 ws.sync_weights({"a": torch.tensor(0)}, worker_ids=[1])  # reaches worker 1's next request

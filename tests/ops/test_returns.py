@@ -76,11 +76,11 @@ def ref_gae(rewards, values, bootstrap, discounts, lam):
 
         for t in range(T):
             total = 0.0
-            for l in range(T - t):
+            for ell in range(T - t):
                 weight = 1.0
-                for i in range(t, t + l):
+                for i in range(t, t + ell):
                     weight *= lam * d[i][b]
-                k = t + l
+                k = t + ell
                 delta = r[k][b] + d[k][b] * V(k + 1) - V(k)
                 total += weight * delta
             adv[t][b] = total
