@@ -160,11 +160,19 @@ class DQNAgent(Component):
 
     @api
     def get_weights(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.q.state_dict().items()}
+        """What an acting copy needs: the online Q-network and the epsilon schedule's step (so a remote
+        worker's exploration decays with the learner's env-step count)."""
+        weights = {k: v.detach().clone() for k, v in self.q.state_dict().items()}
+        weights["exploration.timestep"] = self.exploration.timestep.detach().clone()
+        return weights
 
     @api
     def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        weights = dict(weights)
+        timestep = weights.pop("exploration.timestep", None)
         self.q.load_state_dict(weights)
+        if timestep is not None:
+            self.exploration.timestep.copy_(timestep)
 
 
 def _rows(space: sp.Space, value: Any, rows: slice) -> Any:

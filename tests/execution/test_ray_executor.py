@@ -105,8 +105,6 @@ def test_dqn_updates_are_identical_on_the_local_and_the_ray_executor(tmp_path: P
     assert local["algo"]["gradient_steps"] == 272
 
 
-@pytest.mark.xfail(strict=True, reason="DQNAgent.get_weights() does not carry the epsilon schedule's step yet, so a "
-                                       "remote worker's epsilon does not decay (reported to the DQN owner)")
 def test_dqn_parity_with_a_decaying_epsilon(tmp_path: Path) -> None:
     _parity(tmp_path, ["algo.epsilon_start=1.0", "algo.epsilon_end=0.1", "algo.epsilon_decay_steps=100",
                        "stop.env_steps=128"])
