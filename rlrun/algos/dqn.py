@@ -7,6 +7,8 @@ Its config schema is ``rlrun.config.DQNConfig`` (each key documented there and i
 
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -192,7 +194,14 @@ class DQN(Algorithm):
     def __init__(self, cfg: DQNConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         super().__init__(cfg, spec, executor, device, seed)
         self.agent = self.make_agent(cfg, spec, seed).to(device)
-        self.workers = executor.worker_set(self.agent, device)
+        # Remote workers build a small acting copy (no replay storage) and get weights by sync_weights.
+        acting_cfg = replace(cfg, buffer_size=1, n_step=1, prioritized_replay=False)
+        self.workers = executor.worker_set(self.agent, device,
+                                           policy_factory=functools.partial(type(self).make_agent, acting_cfg, spec))
+        if cfg.n_step > 1 and getattr(self.workers, "num_workers", 1) > 1:
+            self.workers.stop()
+            raise ConfigError(f"algo.n_step={cfg.n_step} with {self.workers.num_workers} workers: the n-step "
+                              f"aggregator follows one worker's env copies. Use one worker or algo.n_step=1.")
         self.timer = executor.timer
         self.env_steps = 0
         self.gradient_steps = 0
@@ -204,9 +213,7 @@ class DQN(Algorithm):
             with self.timer("replay"):
                 self.agent.observe(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated,
                                    batch.truncated, batch.num_envs)
-            result.env_steps += batch.env_steps
-            result.episode_returns += batch.episode_returns
-            result.episode_lengths += batch.episode_lengths
+            result.add_batch(batch)
         self.env_steps += result.env_steps
         if self.env_steps < self.cfg.learning_starts:
             return result

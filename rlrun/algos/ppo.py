@@ -393,7 +393,7 @@ class PPO(Algorithm):
         super().__init__(cfg, spec, executor, device, seed)
         self.agent = self.make_agent(cfg, spec, seed).to(device)
         self.policy_factory = policy_factory(type(self), cfg, spec)
-        self.workers = executor.worker_set(self.agent, device)
+        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
         self.timer = executor.timer
         self.env_steps = 0
         self.updates = 0  # training_step() calls, one update (a rollout learnt on) each
