@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 RLRUN = str(Path(sys.executable).parent / "rlrun")
 # A run that finishes in a few seconds: a few hundred env steps with learning starting early.
@@ -39,3 +41,20 @@ def workdir(tmp_path: Path) -> Path:
     d = tmp_path / "work"
     d.mkdir()
     return d
+
+def assert_same(a, b, path: str = "state") -> None:  # noqa: ANN001
+    """Recursive equality; tensors with torch.equal (bitwise, dtype and shape included)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), f"{path}: keys differ: {set(a) ^ set(b)}"
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: lengths {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), f"{path}: tensors differ"
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and np.array_equal(a, b), f"{path}: arrays differ"
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"

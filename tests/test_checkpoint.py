@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import assert_same
 from omegaconf import OmegaConf
 
 from rlrun import checkpoint as ckpt
@@ -49,22 +50,6 @@ def build(overrides=(), seed=0, num_envs=1):
     return cfg, algo, executor
 
 
-def assert_same(a, b, path="state"):
-    """Recursive equality; tensors with torch.equal (bitwise, dtype and shape included)."""
-    if isinstance(a, dict):
-        assert set(a) == set(b), f"{path}: keys differ: {set(a) ^ set(b)}"
-        for k in a:
-            assert_same(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), f"{path}: lengths {len(a)} != {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{path}[{i}]")
-    elif isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), f"{path}: tensors differ"
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and np.array_equal(a, b), f"{path}: arrays differ"
-    else:
-        assert a == b, f"{path}: {a!r} != {b!r}"
 
 
 # ---------------------------------------------------------------------------------------------------- encoding

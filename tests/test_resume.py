@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from conftest import RLRUN, run_rlrun
+from conftest import RLRUN, assert_same, run_rlrun
 
 from rlrun import checkpoint as ckpt
 
@@ -38,20 +37,6 @@ def final_state(run_dir: Path) -> dict:
     return ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))
 
 
-def assert_same(a, b, path="state"):
-    """Recursive equality; tensors with torch.equal (bitwise, with dtype)."""
-    if isinstance(a, dict):
-        assert set(a) == set(b), f"{path}: keys differ: {set(a) ^ set(b)}"
-        for k in a:
-            assert_same(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), f"{path}: lengths {len(a)} != {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{path}[{i}]")
-    elif isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), f"{path}: tensors differ"
-    else:
-        assert a == b, f"{path}: {a!r} != {b!r}"
 
 
 def without_unseeded_spaces(executor_state: dict) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ class IterationResult:
         self.game_lengths += batch.game_lengths
 
 
-class Algorithm:
+class Algorithm(ABC):
     """Base of a plan: built from its config, the env spec, an executor and a device; one ``training_step`` at a
     time. ``state_dict``/``load_state_dict`` cover everything a checkpoint needs to continue."""
 
@@ -46,14 +47,17 @@ class Algorithm:
         algorithm is not built from components."""
         return None
 
+    @abstractmethod
     def training_step(self) -> IterationResult:
-        raise NotImplementedError(f"{type(self).__name__} must define training_step()")
+        """One iteration of the plan: sample, store, learn; what it did."""
 
+    @abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        raise NotImplementedError(f"{type(self).__name__} must define state_dict()")
+        """Everything a checkpoint needs to continue exactly."""
 
+    @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must define load_state_dict()")
+        """Restore what ``state_dict`` returned."""
 
     def acting_policy(self) -> Any:
         """The component that chooses actions, ``get_actions(obs, explore)``: what ``rlrun eval`` runs without

@@ -123,7 +123,8 @@ class _ImageTorso(Component):
         self.output_spaces["forward"] = sp.Box(-np.inf, np.inf, (self.features,), np.float32)
 
     def _build_body(self, c: int, h: int, w: int) -> None:
-        raise NotImplementedError
+        """Subclasses: set ``self.body`` and ``self.features`` for a ``[C, H, W]`` input."""
+        raise TypeError(f"{type(self).__name__} must define _build_body (the conv stack for its input size)")
 
     def _too_small(self, h: int, w: int, out_h: int, out_w: int, min_size: int) -> Exception:
         from rlrun.components.base import ComponentBuildError

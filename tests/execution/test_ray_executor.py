@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import assert_same
 from omegaconf import OmegaConf
 
 from rlrun import checkpoint as ckpt
@@ -72,19 +73,6 @@ def train(overrides: list[str], run_dir: Path) -> dict:
     return ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))
 
 
-def assert_same(a, b, path: str = "state") -> None:  # noqa: ANN001
-    if isinstance(a, dict):
-        assert set(a) == set(b), f"{path}: keys differ"
-        for k in a:
-            assert_same(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), f"{path}: lengths differ"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{path}[{i}]")
-    elif isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and torch.equal(a, b), f"{path}: tensors differ"
-    else:
-        assert a == b, f"{path}: {a!r} != {b!r}"
 
 
 def _parity(tmp_path: Path, extra: list[str]) -> dict:
