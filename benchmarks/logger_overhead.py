@@ -66,7 +66,7 @@ def one_run(overrides: list[str], work: Path) -> tuple[dict[str, Any], float]:
 
 def logger_costs(overrides: list[str], work: Path) -> tuple[float, float]:
     """Seconds to start the variant's loggers and log the params (inside a run's wall time), and seconds of one
-    metrics report of 15 scalars (a run reports once per ``rlrun.run.REPORT_INTERVAL_S``)."""
+    metrics report of 15 scalars (a run reports once per ``logger.report_interval_s``, default 1 s)."""
     from rlrun.graph_command import compose
     from rlrun.logging.fanout import MetricsLogger
     from rlrun.run import flatten_config

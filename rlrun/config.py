@@ -357,6 +357,8 @@ class LoggerConfig:
     tensorboard: TensorBoardConfig = field(default_factory=TensorBoardConfig)
     mlflow: MLflowConfig = field(default_factory=MLflowConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
+    report_interval_s: float = 1.0
+    """Seconds between metric reports to every sink (0: after every training_step); the last one is always sent."""
 
 
 # ---------------------------------------------------------------- run

@@ -172,7 +172,7 @@ class _NoEnvExecutor:
 
         self.timer = StageTimer()
 
-    def worker_set(self, policy: Any, device: Any = "cpu") -> _NoWorkers:
+    def worker_set(self, policy: Any, device: Any = "cpu", policy_factory: Any = None) -> _NoWorkers:
         return _NoWorkers()
 
     def stop(self) -> None:

@@ -52,7 +52,6 @@ from rlrun.registry import registry
 
 log = logging.getLogger(__name__)
 
-REPORT_INTERVAL_S = 1.0  # seconds between metric reports (TensorBoard/MLflow/console); the last one is always sent
 
 
 class NonFiniteError(RlrunError):
@@ -344,7 +343,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
                 if stop_reason is None and stop_request.requested:
                     stop_reason, status = "interrupted", "KILLED"
                 now = time.perf_counter()
-                if stop_reason is not None or now - last_report >= REPORT_INTERVAL_S:
+                if stop_reason is not None or now - last_report >= cfg.logger.report_interval_s:
                     last_report = now
                     logger.log_metrics(loop.report({**result.metrics, **executor_metrics(executor)}), loop.env_steps)
                 if schedule.due(loop.env_steps):

@@ -62,10 +62,10 @@ def test_groups_are_the_overrides_less_the_seed() -> None:
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two real runs (seeds 0 and 1) of about 2 s each, so each logs a few reports (one per second)."""
+    """Two real runs (seeds 0 and 1) that report after every training_step, so each logs many points."""
     work = tmp_path_factory.mktemp("plot")
     run_rlrun(["-m", "seed=0,1", "stop.env_steps=1500", "algo.learning_starts=100", "logger.console.enabled=false",
-               "logger.mlflow.enabled=false", "hydra.sweep.dir=sw"], work, check=True)
+               "logger.mlflow.enabled=false", "logger.report_interval_s=0", "hydra.sweep.dir=sw"], work, check=True)
     return work / "sw"
 
 
