@@ -153,3 +153,16 @@ def _json_default(value: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return str(value)
+
+
+def publish(name: str, figures: dict[str, Any], command: str,
+            show: Callable[[str], bool] = lambda key: True) -> Path:
+    """Write the result file, print the float figures that ``show`` selects, and say where the file went."""
+    import sys
+
+    path = write_result(name, figures, command.strip())
+    for key, value in figures.items():
+        if isinstance(value, float) and show(key):
+            print(f"{key:55s} {value:12.4f}")
+    print(f"wrote {path}", file=sys.stderr)
+    return path

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from benchmarks.common import alternating_ratios, load_average, write_result
+from benchmarks.common import alternating_ratios, load_average, publish
 from benchmarks.dqn_networks import ATARI_OBS, CARTPOLE_OBS, bare_copy_of, bare_input, dqn_agent
 from rlrun import spaces as sp
 
@@ -129,11 +129,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if algo not in ALGOS:
             figures[f"unavailable/{algo}"] = f"no hand-written reference step for algo={algo} yet"
     command = "python -m benchmarks.learner_throughput " + " ".join(sys.argv[1:] if argv is None else argv)
-    path = write_result("learner_throughput", figures, command.strip())
-    for key, value in figures.items():
-        if isinstance(value, float):
-            print(f"{key:55s} {value:12.4f}")
-    print(f"wrote {path}", file=sys.stderr)
+    publish("learner_throughput", figures, command)
     return figures
 
 

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import load_average, write_result
+from benchmarks.common import load_average, publish
 
 VARIANTS = {  # name -> the logger overrides of the variant
     "none": ["logger=none"],
@@ -149,11 +149,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figures["wall_time_s"] = round(time.perf_counter() - start, 1)
     figures["load_average_before"] = before
     command = "python -m benchmarks.logger_overhead " + " ".join(sys.argv[1:] if argv is None else argv)
-    path = write_result("logger_overhead", figures, command.strip())
-    for key, value in figures.items():
-        if isinstance(value, float):
-            print(f"{key:55s} {value:12.4f}")
-    print(f"wrote {path}", file=sys.stderr)
+    publish("logger_overhead", figures, command)
     return figures
 
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.common import load_average, write_result
+from benchmarks.common import load_average, publish
 from benchmarks.dqn_networks import bare_copy_of, bare_input, dqn_agent
 
 EXECUTORS = ("local", "ray")
@@ -278,11 +278,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ray.shutdown()
     figures["load_average_after"] = load_average()
     command = "python -m benchmarks.sampling_limit " + " ".join(sys.argv[1:] if argv is None else argv)
-    path = write_result("sampling_limit", figures, command.strip())
-    for key, value in figures.items():
-        if isinstance(value, float) and ("fraction" in key or "per_s" in key):
-            print(f"{key:55s} {value:12.4f}")
-    print(f"wrote {path}", file=sys.stderr)
+    publish("sampling_limit", figures, command, show=lambda key: "fraction" in key or "per_s" in key)
     return figures
 
 

@@ -58,3 +58,14 @@ def assert_same(a, b, path: str = "state") -> None:  # noqa: ANN001
         assert a.dtype == b.dtype and np.array_equal(a, b), f"{path}: arrays differ"
     else:
         assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def n_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def assert_all_grads(module: torch.nn.Module) -> None:
+    """Every parameter got a gradient, and a nonzero one (a detached layer or a dead branch would not)."""
+    for name, p in module.named_parameters():
+        assert p.grad is not None, f"{name} got no gradient"
+        assert p.grad.abs().sum() > 0, f"{name} got an all-zero gradient"

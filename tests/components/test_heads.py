@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import assert_all_grads, n_params
 from torch.testing import assert_close
 
 from rlrun import spaces as sp
@@ -18,15 +19,6 @@ from rlrun.components.testing import ComponentTest
 
 X = sp.Box(-np.inf, np.inf, (16,), np.float32)
 
-
-def n_params(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
-def assert_all_grads(module: torch.nn.Module) -> None:
-    for name, p in module.named_parameters():
-        assert p.grad is not None, f"{name} got no gradient"
-        assert p.grad.abs().sum() > 0, f"{name} got an all-zero gradient"
 
 
 # --------------------------------------------------------------------------------------------------- Q heads

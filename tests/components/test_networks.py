@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import assert_all_grads, n_params
 from torch.nn import functional as F
 from torch.testing import assert_close
 
@@ -24,16 +25,6 @@ from rlrun.components.testing import ComponentTest
 ATARI = sp.Box(0, 255, (4, 84, 84), np.uint8)
 FEATURES_512 = sp.Box(-np.inf, np.inf, (512,), np.float32)
 
-
-def n_params(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
-def assert_all_grads(module: torch.nn.Module) -> None:
-    """Every parameter got a gradient, and a nonzero one (a detached layer or a dead branch would not)."""
-    for name, p in module.named_parameters():
-        assert p.grad is not None, f"{name} got no gradient"
-        assert p.grad.abs().sum() > 0, f"{name} got an all-zero gradient"
 
 
 # --------------------------------------------------------------------------------------------------- MLP
