@@ -275,7 +275,11 @@ class DeviceConfig:
 class LocalExecutorConfig:
     name: str = "local"
     num_envs: int = 1
-    """Environment copies stepped together by the one in-process worker."""
+    """Environment copies stepped together by each in-process worker."""
+    num_workers: int = 1
+    """In-process rollout workers, sampled one after another (as many as executor=ray's actors: same seeds, same
+    per-worker policies, for debugging multi-worker plans such as Ape-X); worker w's copy i is seeded
+    seed + w * num_envs + i."""
     vector_mode: str = "sync"
     """sync: all env copies in this process | async: one subprocess per env copy (gymnasium AsyncVectorEnv) |
     serial: sync env copies and the policy called on one observation at a time (batch 1), for debugging."""

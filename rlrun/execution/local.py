@@ -1,9 +1,12 @@
 """The local executor: the worker set lives in this process (env copies optionally in subprocesses).
 
-The contract of a worker set is in ``rlrun/execution/worker_set.py``. Locally there is one worker that acts with
-the learner's own policy object (so ``sync_weights`` has nothing to do and ``policy_factory`` is not used); its
-env copies are stepped in this process (``vector_mode=sync``), in one subprocess each (``async``), or one at a
-time with batch-1 inference (``serial``, for debugging).
+The contract of a worker set is in ``rlrun/execution/worker_set.py``. Locally the workers live in this process
+and sample one after another. With one worker (the default) it acts with the learner's own policy object, so
+``sync_weights`` has nothing to do and ``policy_factory`` is not used. With ``executor.num_workers > 1`` and a
+``policy_factory``, worker w acts with ``policy_factory(w)`` (e.g. Ape-X's per-worker epsilon) and gets the
+learner's weights through ``sync_weights`` as a copy, exactly as a Ray worker does; without a factory every worker
+acts with the learner's policy. Env copies are stepped in this process (``vector_mode=sync``), in one subprocess
+each (``async``), or one at a time with batch-1 inference (``serial``, for debugging).
 """
 
 from __future__ import annotations
@@ -14,15 +17,31 @@ import torch
 
 from rlrun.execution.rollout_worker import VECTOR_MODES, EnvFactory, Policy, RolloutWorker, SampleBatch
 from rlrun.execution.timing import StageTimer
-from rlrun.execution.worker_set import PolicyFactory
+from rlrun.execution.worker_set import (
+    PolicyFactory,
+    from_wire,
+    get_policy_weights,
+    set_policy_weights,
+    tensor_versions,
+    to_wire,
+)
 
 
 class LocalWorkerSet:
-    """The worker-set interface (``rlrun/execution/worker_set.py``) with one in-process worker."""
+    """The worker-set interface (``rlrun/execution/worker_set.py``) with in-process workers.
 
-    def __init__(self, worker: RolloutWorker, timer: StageTimer) -> None:
-        self.workers = [worker]
+    ``learner``: the learner's policy; ``own_policies``: whether the workers act with policies of their own (built
+    by a policy factory), which ``sync_weights`` then sets from the learner's weights."""
+
+    def __init__(self, workers: list[RolloutWorker], timer: StageTimer, learner: Policy | None = None,
+                 own_policies: bool = False) -> None:
+        self.workers = workers
         self.timer = timer
+        self.learner = learner
+        self.own_policies = own_policies
+        self._synced = False
+        self._synced_version: tuple | None = None
+        self._next_async = 0
 
     @property
     def num_workers(self) -> int:
@@ -35,18 +54,25 @@ class LocalWorkerSet:
     def _count(self, batch: SampleBatch) -> SampleBatch:
         self.timer.add("env_step", batch.env_seconds)
         self.timer.add("inference", batch.inference_seconds)
+        if batch.postprocess_seconds:
+            self.timer.add("postprocess", batch.postprocess_seconds)
         return batch
 
     def sample(self, num_steps: int, explore: bool = True) -> list[SampleBatch]:
-        """``num_steps`` agent steps of every env copy of every worker, one batch per worker."""
+        """``num_steps`` agent steps of every env copy of every worker, one batch per worker (workers with policies
+        of their own first get the learner's weights, unless the plan synced since the previous sample)."""
+        if self.own_policies and not self._synced:
+            self.sync_weights()
+        self._synced = False
         return [self._count(w.sample(num_steps, explore)) for w in self.workers]
 
     def sample_async(self, num_steps: int, explore: bool = True,
                      min_batches: int = 1) -> Iterator[tuple[SampleBatch, int]]:
-        """``(batch, worker_id)`` for ``min_batches`` batches, the workers in turn: in one thread nothing runs
-        ahead, so "as results arrive" is "one after the other"."""
-        for k in range(max(int(min_batches), 1)):
-            i = k % len(self.workers)
+        """``(batch, worker_id)`` for ``min_batches`` batches, the workers in turn (continuing where the previous
+        call stopped): in one thread nothing runs ahead, so "as results arrive" is "one after the other"."""
+        for _ in range(max(int(min_batches), 1)):
+            i = self._next_async
+            self._next_async = (i + 1) % len(self.workers)
             yield self._count(self.workers[i].sample(num_steps, explore)), i
 
     def drain(self) -> list[tuple[SampleBatch, int]]:
@@ -54,7 +80,26 @@ class LocalWorkerSet:
         return []
 
     def sync_weights(self, weights: Any = None, worker_ids: Sequence[int] | None = None) -> None:
-        """Nothing to do locally: the worker acts with the learner's policy object itself."""
+        """Workers acting with the learner's policy object have nothing to sync. Workers with policies of their own
+        get a copy of ``weights`` (default: the learner's ``get_weights()``, skipped when its tensors have not
+        changed since the last broadcast), as a Ray worker would."""
+        if not self.own_policies:
+            return
+        ids = range(len(self.workers)) if worker_ids is None else worker_ids
+        if weights is None:
+            version = tensor_versions(self.learner)
+            if worker_ids is None and version is not None and version == self._synced_version:
+                self._synced = True
+                return
+            weights = get_policy_weights(self.learner)
+            if worker_ids is None:
+                self._synced_version = version
+        else:
+            self._synced_version = None
+        if worker_ids is None:
+            self._synced = True
+        for i in ids:
+            set_policy_weights(self.workers[i].policy, from_wire(to_wire(weights)))  # a copy, as through Ray
 
     def worker_pids(self) -> list[int]:
         import os
@@ -73,17 +118,40 @@ class LocalExecutor:
         self.cfg, self.env_factory, self.seed = cfg, env_factory, seed
         if cfg.num_envs < 1:
             raise ConfigError(f"executor.num_envs={cfg.num_envs}: must be at least 1.")
+        if cfg.num_workers < 1:
+            raise ConfigError(f"executor.num_workers={cfg.num_workers}: must be at least 1.")
         if cfg.vector_mode not in VECTOR_MODES:
             raise ConfigError(f"executor.vector_mode={cfg.vector_mode}: must be one of {', '.join(VECTOR_MODES)}.")
         self.timer = StageTimer()
         self._worker_sets: list[LocalWorkerSet] = []
 
+    @property
+    def num_workers(self) -> int:
+        """Rollout workers of every worker set this executor builds."""
+        return int(self.cfg.num_workers)
+
+    @property
+    def num_envs_per_worker(self) -> int:
+        return int(self.cfg.num_envs)
+
     def worker_set(self, policy: Policy, device: torch.device | str = "cpu",
                    policy_factory: PolicyFactory | None = None) -> LocalWorkerSet:
-        """One worker acting with ``policy`` itself (``policy_factory`` is for remote workers; unused here)."""
-        worker = RolloutWorker(self.env_factory, policy, int(self.cfg.num_envs), self.seed,
-                               str(self.cfg.vector_mode), device, worker_index=0)
-        ws = LocalWorkerSet(worker, self.timer)
+        """``executor.num_workers`` in-process workers: one acts with ``policy`` itself; several act with
+        ``policy_factory(w)`` when given (weights copied in by ``sync_weights``), else all with ``policy``.
+        Worker w's env copy i is seeded ``seed + w * num_envs + i``, as on Ray."""
+        n, per = self.num_workers, self.num_envs_per_worker
+        own = n > 1 and policy_factory is not None
+        workers = []
+        for w in range(n):
+            acting = policy
+            if own:
+                acting = policy_factory(w)
+                if isinstance(acting, torch.nn.Module):
+                    acting = acting.to(device)
+            workers.append(RolloutWorker(self.env_factory, acting, per, self.seed + w * per,
+                                         str(self.cfg.vector_mode), device, worker_index=w,
+                                         acting_seed_base=self.seed))
+        ws = LocalWorkerSet(workers, self.timer, learner=policy, own_policies=own)
         self._worker_sets.append(ws)
         return ws
 

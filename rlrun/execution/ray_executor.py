@@ -71,7 +71,7 @@ def pack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
     extras["_final_rows"] = done
     for key, value in sp.flatten(space, batch.next_obs).items():
         extras[f"_final_obs/{key}"] = value[done]
-    return replace(batch, next_obs=None, extras=extras)
+    return replace(batch, next_obs=None, extras=extras, info=to_wire(batch.info))
 
 
 def unpack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
@@ -92,7 +92,8 @@ def unpack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
     return replace(batch, obs=sp.unflatten(space, obs_out), next_obs=sp.unflatten(space, next_out),
                    last_obs=sp.unflatten(space, last_out), actions=np.array(batch.actions),
                    rewards=np.array(batch.rewards), terminated=np.array(batch.terminated),
-                   truncated=np.array(batch.truncated), extras={k: np.array(v) for k, v in extras.items()})
+                   truncated=np.array(batch.truncated), extras={k: np.array(v) for k, v in extras.items()},
+                   info=from_wire(batch.info))
 
 
 # ---------------------------------------------------------------------------------------------------- the actor
@@ -234,6 +235,8 @@ class RayWorkerSet:
         self.timer.add("transfer", time.perf_counter() - t0 + batch.transfer_seconds)
         self.timer.add("env_step", batch.env_seconds)
         self.timer.add("inference", batch.inference_seconds)
+        if batch.postprocess_seconds:
+            self.timer.add("postprocess", batch.postprocess_seconds)
         return batch
 
     def _wait(self, refs: list[Any], timeout: float | None, num_returns: int = 1) -> list[Any]:
@@ -443,6 +446,15 @@ class RayExecutor:
             raise ConfigError(f"executor.num_workers={cfg.num_workers} x executor.cpus_per_worker="
                               f"{cfg.cpus_per_worker} needs {need:g} CPUs but the Ray cluster has {cpus:g}: the "
                               f"workers would wait forever. Lower them, or raise executor.num_cpus.")
+
+    @property
+    def num_workers(self) -> int:
+        """Rollout workers (actors) of every worker set this executor builds."""
+        return int(self.cfg.num_workers)
+
+    @property
+    def num_envs_per_worker(self) -> int:
+        return int(self.cfg.num_envs_per_worker)
 
     def worker_set(self, policy: Policy, device: torch.device | str = "cpu",
                    policy_factory: PolicyFactory | None = None) -> RayWorkerSet:

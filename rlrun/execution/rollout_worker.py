@@ -46,6 +46,14 @@ class Policy(Protocol):
     def get_actions(self, obs: Any, explore: bool = True) -> Any: ...
 
 
+# Optional policy hooks a worker calls when the policy defines them (a plain function attribute lookup, once):
+#   reset_episodes(done: np.ndarray[bool, B]) -> None: after every env step, the env copies whose episode ended (a
+#       recurrent policy zeroes their state; their next observation starts a new episode).
+#   postprocess_batch(batch: SampleBatch) -> SampleBatch: once per sample(), in the worker's process, with the
+#       worker's acting random stream and autograd enabled (RLlib's postprocess_trajectory): Ape-X actors compute
+#       initial priorities here, A3C workers their gradients (into ``SampleBatch.info``).
+
+
 VECTOR_MODES = ("sync", "async", "serial")
 
 
@@ -80,6 +88,11 @@ class SampleBatch:
     """Agent steps of those games, in the same order."""
     transfer_seconds: float = 0.0
     """Seconds spent packing this batch for another process (Ray executor; 0 in-process)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Worker-computed data that is not one value per row (a ``postprocess_batch`` hook's gradients, statistics):
+    a nest of tensors, arrays and numbers; tensors travel between processes as numpy arrays."""
+    postprocess_seconds: float = 0.0
+    """Seconds of the policy's ``postprocess_batch`` hook in the worker (0 without one)."""
 
     @property
     def env_steps(self) -> int:
@@ -162,6 +175,8 @@ class RolloutWorker:
         # The fast path: one leaf whose numpy dtype is already the torch dtype of the space, on the CPU.
         self._leaf_dtype = (None if sp.is_nested(space) or self.device.type != "cpu"
                             else sp.dtype(space))
+        self._reset_episodes = _hook(policy, "reset_episodes")
+        self._postprocess = _hook(policy, "postprocess_batch")
 
     def _obs_to_torch(self, obs: Any) -> Any:
         if self._leaf_dtype is not None and isinstance(obs, np.ndarray):
@@ -198,7 +213,12 @@ class RolloutWorker:
             else:
                 torch.cuda.set_rng_state(self._cuda_rng_state, self.device)
         try:
-            return self._sample(num_steps, explore)
+            batch = self._sample(num_steps, explore)
+            if self._postprocess is not None:
+                t0 = time.perf_counter()
+                batch = self._postprocess(batch)
+                batch.postprocess_seconds = time.perf_counter() - t0
+            return batch
         finally:
             self.rng_state = torch.get_rng_state()
             torch.set_rng_state(outer)
@@ -230,6 +250,8 @@ class RolloutWorker:
                 env_s += t2 - t1
                 inf_s += t1 - t0
                 done = terminated | truncated
+                if self._reset_episodes is not None:
+                    self._reset_episodes(done)
                 real_next = next_obs
                 obs_l.append(self.obs)
                 act_l.append(actions_np)
@@ -265,6 +287,12 @@ class RolloutWorker:
 
     def close(self) -> None:
         self.envs.close()
+
+
+def _hook(policy: Any, name: str) -> Any:
+    """The policy's optional hook ``name`` (see the comment above ``VECTOR_MODES``), or None."""
+    hook = getattr(policy, name, None)
+    return hook if callable(hook) else None
 
 
 def _with_final_obs(space: sp.Space, next_obs: Any, info: dict, done: np.ndarray) -> Any:

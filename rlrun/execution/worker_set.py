@@ -38,7 +38,13 @@ The contract (``executor=local`` and ``executor=ray`` both keep it; ``tests/exec
 - ``drain() -> list[(batch, worker_id)]``: wait for the requests in flight and return their rollouts, sending no
   new ones (before switching to synchronous sampling, or to leave the workers idle).
 - ``num_envs`` (env copies over all workers), ``num_workers``, ``worker_pids()`` (for tests and fault
-  injection), ``stop()``.
+  injection), ``stop()``. Before building a worker set, a plan can read ``executor.num_workers`` and
+  ``executor.num_envs_per_worker`` (e.g. to give each worker's policy its share of per-actor settings).
+- **Worker-side hooks.** A worker calls its policy's optional ``reset_episodes(done_mask)`` after every env step
+  and ``postprocess_batch(batch) -> batch`` once per rollout, in the worker's process (autograd enabled): the place
+  for work that belongs with the actor (Ape-X initial priorities, A3C gradients). Data that is not one value per
+  row goes into ``SampleBatch.info`` (tensors travel as numpy arrays). The time it takes is the ``postprocess``
+  stage of ``executor.metrics()``.
 - The executor has ``timer`` (a :class:`~rlrun.execution.timing.StageTimer` the plan times ``learn`` and
   ``replay`` with), ``metrics()`` (``time/<stage>_s`` since the last call and ``executor/worker_restarts``),
   ``state_dict()``/``load_state_dict()`` (workers' env copies and acting random streams, for checkpoints) and
