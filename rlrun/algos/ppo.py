@@ -410,9 +410,7 @@ class PPO(Algorithm):
         batches = self.workers.sample(self.cfg.rollout_steps)
         result = IterationResult()
         for b in batches:
-            result.env_steps += b.env_steps
-            result.episode_returns += b.episode_returns
-            result.episode_lengths += b.episode_lengths
+            result.add_batch(b)  # env steps, episodes, and Atari's whole-game scores
         self.env_steps += result.env_steps
         with self.timer("learn"):
             rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
