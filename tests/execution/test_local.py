@@ -136,7 +136,107 @@ def test_local_worker_set_contract() -> None:
 
 
 @pytest.mark.parametrize("key, value, match", [("num_envs", 0, "executor.num_envs=0"),
+                                               ("num_workers", 0, "executor.num_workers=0"),
                                                ("vector_mode", "threads", "executor.vector_mode=threads")])
 def test_bad_local_executor_config(key: str, value, match: str) -> None:  # noqa: ANN001
     with pytest.raises(ConfigError, match=match):
         executor(**{key: value})
+
+
+class Constant(torch.nn.Module):
+    """Always action ``a``; its weights are that one number (a learner changes it in place)."""
+
+    def __init__(self, a: int = 0) -> None:
+        super().__init__()
+        self.register_buffer("a", torch.tensor(a))
+
+    def get_actions(self, obs, explore=True):  # noqa: ANN001, ANN201
+        return self.a.expand(obs.shape[0]).clone()
+
+
+def actions_of(batch) -> set[int]:  # noqa: ANN001
+    return set(batch.actions.tolist())
+
+
+def test_several_workers_with_policies_of_their_own_get_copies_of_the_learners_weights() -> None:
+    """num_workers=2 with a policy factory: each worker acts with the factory's policy for its index, never the
+    learner's object; sample() first copies the learner's current weights in (not sharing its tensors); a
+    per-worker sync reaches that worker only; env copy i of worker w is seeded seed + w * num_envs + i."""
+    ex = executor(num_envs=2, num_workers=2)
+    assert ex.num_workers == 2 and ex.num_envs_per_worker == 2
+    learner = Constant(0)
+    built: list[int] = []
+
+    def factory(w: int) -> Constant:
+        built.append(w)
+        return Constant(1)
+
+    ws = ex.worker_set(learner, "cpu", policy_factory=factory)
+    assert built == [0, 1] and ws.num_workers == 2 and ws.num_envs == 4
+    assert all(w.policy is not learner for w in ws.workers)
+    batches = ws.sample(5)
+    assert [b.env_steps for b in batches] == [10, 10] and all(actions_of(b) == {0} for b in batches)
+    assert all(w.policy.a.data_ptr() != learner.a.data_ptr() for w in ws.workers)
+    learner.a.fill_(1)
+    assert all(actions_of(b) == {1} for b in ws.sample(5))
+    ws.sync_weights({"a": torch.tensor(0)}, worker_ids=[1])
+    got = list(ws.sample_async(3, min_batches=2))
+    assert [(w, actions_of(b)) for b, w in got] == [(0, {1}), (1, {0})]
+    assert [w for _, w in ws.sample_async(3, min_batches=3)] == [0, 1, 0]  # the turn goes on across calls
+
+    second = executor(num_envs=2, num_workers=2).worker_set(Constant(0), "cpu", policy_factory=lambda w: Constant(0))
+    first_obs = [b.obs[:2] for b in second.sample(1)]  # step 0's rows: the reset observations of copies 0 and 1
+    for w in range(2):
+        alone = RolloutWorker(cartpole(), Constant(0), num_envs=2, seed=0 + w * 2)  # seed + w * num_envs
+        np.testing.assert_array_equal(first_obs[w], alone.obs)
+        alone.close()
+    assert not np.array_equal(first_obs[0], first_obs[1])
+    second.stop()
+    ex.stop()
+
+
+def test_several_workers_without_a_factory_all_act_with_the_learners_policy() -> None:
+    ex = executor(num_envs=1, num_workers=3)
+    learner = Constant(1)
+    ws = ex.worker_set(learner, "cpu")
+    assert [w.policy is learner for w in ws.workers] == [True, True, True]
+    assert all(actions_of(b) == {1} for b in ws.sample(4))
+    ex.stop()
+
+
+class Hooked:
+    """Counts reset_episodes calls and episode ends; postprocess_batch adds a per-row extra and an info entry."""
+
+    def __init__(self) -> None:
+        self.resets = 0
+        self.ended = 0
+        self.grad_enabled: list[bool] = []
+
+    def get_actions(self, obs, explore=True):  # noqa: ANN001, ANN201
+        return torch.zeros(obs.shape[0], dtype=torch.int64)
+
+    def reset_episodes(self, done: np.ndarray) -> None:
+        self.resets += 1
+        self.ended += int(done.sum())
+
+    def postprocess_batch(self, batch):  # noqa: ANN001, ANN201
+        self.grad_enabled.append(torch.is_grad_enabled() and not torch.is_inference_mode_enabled())
+        batch.extras["double_reward"] = batch.rewards * 2
+        batch.info["rows"] = torch.tensor(batch.env_steps)
+        return batch
+
+
+def test_worker_side_policy_hooks() -> None:
+    """reset_episodes after every env step with the mask of finished copies; postprocess_batch once per rollout,
+    with autograd on, its extras and info kept, its time counted as the postprocess stage."""
+    ex = executor(num_envs=2)
+    policy = Hooked()
+    ws = ex.worker_set(policy, "cpu")
+    (batch,) = ws.sample(40)  # always pushing left: CartPole episodes end within ~10 steps
+    assert policy.resets == 40
+    assert policy.ended == len(batch.episode_returns) >= 2
+    assert policy.grad_enabled == [True]
+    np.testing.assert_array_equal(batch.extras["double_reward"], batch.rewards * 2)
+    assert int(batch.info["rows"]) == 80 and batch.postprocess_seconds > 0
+    assert ex.metrics()["time/postprocess_s"] > 0
+    ex.stop()
