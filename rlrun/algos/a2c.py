@@ -11,9 +11,14 @@ update: the actor-critic network, the truncation-aware advantage estimator and t
 :mod:`rlrun.algos.ppo`; this file holds what differs (the optimizer and the loss). Its config schema is
 ``rlrun.config.A2CConfig`` (each key documented there and in conf/algo/a2c.yaml).
 
-The asynchronous variant (A3C: workers compute gradients on their own rollouts and the learner applies them as
-they arrive) is not here: the worker-set interface plans use (``sample``, ``sync_weights``) has no per-worker
-gradient computation yet.
+``algo.mode=async`` is A3C as RLlib Flow writes it (``AsyncGradients`` -> ``ApplyGradients``): every rollout
+worker acts with an :class:`A3CWorkerAgent`, which computes the gradient of the A2C loss on its own rollout in the
+worker (the ``postprocess_batch`` hook of ``rlrun/execution/rollout_worker.py``) and sends it with the rollout in
+``SampleBatch.info``; the learner applies each gradient as it arrives (``sample_async``, one optimizer step each)
+and sends that worker the new weights before its next rollout. A gradient may thus be computed on weights a few
+steps old (the paper's lock-free Hogwild updates have the same staleness). A worker that acts with the learner's
+own agent (``executor=local`` with one worker) sends no gradient; the learner computes it, which makes a3c there
+the same as a2c with one gradient step per rollout.
 """
 
 from __future__ import annotations
@@ -22,12 +27,17 @@ from typing import Any
 
 import torch
 
-from rlrun.algos.ppo import PPO, PPOAgent, _flatten_time, explained_variance
+from rlrun.algos.base import IterationResult
+from rlrun.algos.ppo import PPO, PPOAgent, _flatten_time, explained_variance, rollout_from_samples
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.optimizers import GradientStep
 from rlrun.components.policy_losses import a2c_loss
 from rlrun.config import A2CConfig
+from rlrun.envs.gym_env import EnvSpec
+from rlrun.errors import ConfigError
+
+MODES = ("sync", "async")
 
 
 class A2CAgent(PPOAgent):
@@ -52,34 +62,114 @@ class A2CAgent(PPOAgent):
     def torch_optimizer(self) -> torch.optim.Optimizer:
         return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
 
+    def loss_fn(self, rollout: dict[str, Any]) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """``(loss_fn, values, returns)`` for a time-major rollout: n-step / GAE advantages under the current
+        weights, and ``loss_fn() -> (loss, info)``, the A2C loss averaged over all ``T * B`` steps."""
+        values, adv, ret = self.advantages(rollout)
+        actions = rollout["raw_action"] if self.continuous else rollout["actions"]
+        obs, actions, adv, ret_flat = (_flatten_time(x) for x in (rollout["obs"], actions, adv, ret))
+        cfg = self.cfg
+
+        def loss_fn() -> tuple[torch.Tensor, dict]:
+            params, v = self.network(obs)
+            dist = make_distribution(self.action_space, params)
+            t = a2c_loss(dist.log_prob(actions), adv, v, ret_flat, dist.entropy(), vf_coef=cfg.vf_coef,
+                         ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
+            return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
+                             "policy/entropy": t.entropy.detach()}
+
+        return loss_fn, values, ret_flat
+
     @api
     def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
         update; keys as for :meth:`PPOAgent.update`): n-step / GAE advantages under the current weights, then one
         gradient step on the A2C loss over all ``T * B`` steps."""
         rollout = batch if batch is not None else self._collected()
-        values, adv, ret = self.advantages(rollout)
         lr = self.set_learning_rate()
-        actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        obs, actions, adv, ret = (_flatten_time(x) for x in (rollout["obs"], actions, adv, ret))
-        cfg = self.cfg
-
-        def loss_fn() -> tuple[torch.Tensor, dict]:
-            params, v = self.network(obs)
-            dist = make_distribution(self.action_space, params)
-            t = a2c_loss(dist.log_prob(actions), adv, v, ret, dist.entropy(), vf_coef=cfg.vf_coef,
-                         ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
-            return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                             "policy/entropy": t.entropy.detach()}
-
+        loss_fn, values, ret = self.loss_fn(rollout)
         info = self.optimizer.step(loss_fn)
         self.env_steps += int(ret.numel())
         info["learn/lr"] = lr
         info["value/explained_variance"] = explained_variance(values.flatten(), ret)
         return info
 
+    def compute_gradients(self, rollout: dict[str, Any]) -> tuple[list[torch.Tensor], dict[str, Any]]:
+        """The gradient of the A2C loss on ``rollout`` w.r.t. the network's parameters (in the optimizer's order),
+        without a step: what an A3C worker sends; ``info`` as :meth:`update`'s, for the learner to log."""
+        loss_fn, values, ret = self.loss_fn(rollout)
+        loss, info = loss_fn()
+        params = [p for p in self.network.parameters() if p.requires_grad]
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+        info["loss"] = loss.detach()
+        info["value/explained_variance"] = explained_variance(values.flatten(), ret)
+        return grads, info
+
+    def apply_gradients(self, gradients: list[torch.Tensor], env_steps: int) -> dict[str, Any]:
+        """One optimizer step with a worker's gradient (clipped as in :meth:`update`), at the learning rate of the
+        schedule now; ``env_steps``: the env steps the gradient was computed on (the LR schedule's clock)."""
+        lr = self.set_learning_rate()
+        info = self.optimizer.apply(gradients)
+        self.env_steps += int(env_steps)
+        info["learn/lr"] = lr
+        return info
+
+
+class A3CWorkerAgent(A2CAgent):
+    """An A3C rollout worker's agent: acts as :class:`A2CAgent` and, after every rollout, computes the gradient of
+    the A2C loss on it in the worker (``postprocess_batch``), sent in ``batch.info``."""
+
+    def postprocess_batch(self, batch: Any) -> Any:
+        rollout = rollout_from_samples([batch], self.input_spaces["obs"], self.device)
+        grads, info = self.compute_gradients(rollout)
+        batch.info["gradients"] = [g.detach() for g in grads]
+        batch.info["learn_info"] = {k: float(v) for k, v in info.items()}
+        return batch
+
 
 class A2C(PPO):
-    """The plan (PPO's): sample ``rollout_steps`` agent steps of every env copy, one A2C update, broadcast."""
+    """``mode=sync``: the plan of PPO (sample ``rollout_steps`` agent steps of every env copy, one A2C update,
+    broadcast). ``mode=async``: A3C (module docstring): apply each worker's gradient as it arrives."""
 
     agent_class = A2CAgent
+
+    def __init__(self, cfg: A2CConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
+        if cfg.mode not in MODES:
+            raise ConfigError(f"algo.mode={cfg.mode}: not one of {', '.join(MODES)} (sync: A2C, async: A3C).")
+        super().__init__(cfg, spec, executor, device, seed)
+
+    @classmethod
+    def make_worker_policy(cls, cfg: A2CConfig, spec: EnvSpec, worker_index: int) -> Any:
+        """async: an :class:`A3CWorkerAgent` (computes its rollout's gradient); sync: the A2C agent."""
+        if cfg.mode != "async":
+            return super().make_worker_policy(cfg, spec, worker_index)
+        return A3CWorkerAgent(cfg, worker_index).build(obs=spec.observation_space, actions=spec.action_space)
+
+    def training_step(self) -> IterationResult:
+        if self.cfg.mode == "sync":
+            return super().training_step()
+        result = IterationResult()
+        stats: dict[str, list[float]] = {}
+        for batch, w in self.workers.sample_async(self.cfg.rollout_steps):
+            result.add_batch(batch)
+            with self.timer("learn"):
+                grads = batch.info.get("gradients")
+                if grads is None:  # the worker acts with the learner's own agent: compute the gradient here
+                    rollout = rollout_from_samples([batch], self.spec.observation_space, self.device)
+                    grads, learn_info = self.agent.compute_gradients(rollout)
+                    learn_info = {k: float(v) for k, v in learn_info.items()}
+                else:
+                    learn_info = dict(batch.info["learn_info"])
+                learn_info.update({k: float(v) for k, v in self.agent.apply_gradients(grads, batch.env_steps).items()})
+            self.workers.sync_weights(worker_ids=[w])  # the new weights reach w before its next rollout
+            self.updates += 1
+            self.gradient_steps += 1
+            for k, v in learn_info.items():
+                stats.setdefault(k, []).append(v)
+        self.env_steps += result.env_steps
+        renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
+        result.metrics.update({renamed.get(k, k): sum(v) / len(v) for k, v in stats.items()})
+        result.metrics["learn/updates"] = self.updates
+        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        return result

@@ -377,7 +377,7 @@ def policy_factory(algo_cls: Any, cfg: Any, spec: EnvSpec) -> Callable[[int], Co
     """A picklable ``worker_index -> acting policy`` for executors whose workers build their own copy (Ray): the
     algorithm's agent built from ``cfg`` and ``spec`` (seeded by the worker index); weights arrive by
     ``sync_weights``."""
-    return functools.partial(algo_cls.make_agent, cfg, spec)
+    return functools.partial(algo_cls.make_worker_policy, cfg, spec)
 
 
 # ---------------------------------------------------------------------------------------------------- plan
@@ -405,6 +405,12 @@ class PPO(Algorithm):
             raise ConfigError(f"algo={cfg.name} needs a Discrete or Box action space, but env {spec.id} has "
                               f"{sp.describe(spec.action_space)}.")
         return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+
+    @classmethod
+    def make_worker_policy(cls, cfg: Any, spec: EnvSpec, worker_index: int) -> Component:
+        """What a remote (or, with several local workers, an in-process) rollout worker acts with: by default the
+        agent itself, seeded by the worker index."""
+        return cls.make_agent(cfg, spec, worker_index)
 
     def training_step(self) -> IterationResult:
         batches = self.workers.sample(self.cfg.rollout_steps)

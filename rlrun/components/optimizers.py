@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -93,6 +93,27 @@ class GradientStep(Component):
             info["grad_norm"] = torch.nn.utils.clip_grad_norm_(self._params, self.max_grad_norm)
         self.optimizer.step()
         info["loss"] = loss.detach()
+        return info
+
+    @api
+    def apply(self, gradients: Sequence[torch.Tensor]) -> dict:
+        """One step with gradients computed elsewhere (an A3C worker's): ``gradients`` one per attached parameter,
+        in ``attach`` order; clipped and stepped exactly as :meth:`step` does after its backward pass. Returns
+        ``{"grad_norm": ...}`` (the norm before clipping) when ``max_grad_norm`` is set."""
+        if self.optimizer is None:
+            raise RuntimeError(f"{self.name}: attach() the parameters before apply()")
+        if len(gradients) != len(self._params):
+            raise ValueError(f"{self.name}.apply: {len(gradients)} gradients for {len(self._params)} parameters")
+        for p, g in zip(self._params, gradients):
+            if g.shape != p.shape:
+                raise ValueError(f"{self.name}.apply: a gradient of shape {tuple(g.shape)} for a parameter of shape "
+                                 f"{tuple(p.shape)}")
+            p.grad = g.to(device=p.device, dtype=p.dtype)
+        info: dict = {}
+        if self.max_grad_norm is not None:
+            info["grad_norm"] = torch.nn.utils.clip_grad_norm_(self._params, self.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
         return info
 
     def get_extra_state(self) -> Any:

@@ -42,6 +42,7 @@ class LocalWorkerSet:
         self._synced = False
         self._synced_version: tuple | None = None
         self._next_async = 0
+        self.sync_weights()  # workers with policies of their own start from the learner's weights
 
     @property
     def num_workers(self) -> int:
@@ -124,6 +125,7 @@ class LocalExecutor:
             raise ConfigError(f"executor.vector_mode={cfg.vector_mode}: must be one of {', '.join(VECTOR_MODES)}.")
         self.timer = StageTimer()
         self._worker_sets: list[LocalWorkerSet] = []
+        self._replay_shard_sets: list[Any] = []
 
     @property
     def num_workers(self) -> int:
@@ -135,12 +137,15 @@ class LocalExecutor:
         return int(self.cfg.num_envs)
 
     def worker_set(self, policy: Policy, device: torch.device | str = "cpu",
-                   policy_factory: PolicyFactory | None = None) -> LocalWorkerSet:
+                   policy_factory: PolicyFactory | None = None, own_policies: bool = False,
+                   info_by_reference: Sequence[str] = ()) -> LocalWorkerSet:
         """``executor.num_workers`` in-process workers: one acts with ``policy`` itself; several act with
         ``policy_factory(w)`` when given (weights copied in by ``sync_weights``), else all with ``policy``.
-        Worker w's env copy i is seeded ``seed + w * num_envs + i``, as on Ray."""
+        ``own_policies=True``: every worker acts with ``policy_factory(w)``, even a single one (a plan whose
+        actors differ from its learner: Ape-X). ``info_by_reference``: nothing to do in-process (the info entries
+        stay where they are). Worker w's env copy i is seeded ``seed + w * num_envs + i``, as on Ray."""
         n, per = self.num_workers, self.num_envs_per_worker
-        own = n > 1 and policy_factory is not None
+        own = (n > 1 or own_policies) and policy_factory is not None
         workers = []
         for w in range(n):
             acting = policy
@@ -155,9 +160,21 @@ class LocalExecutor:
         self._worker_sets.append(ws)
         return ws
 
+    def replay_shards(self, factory: Any, num_shards: int) -> Any:
+        """``num_shards`` in-process replay shards, ``factory(i)`` each (``rlrun/execution/replay_shards.py``)."""
+        from rlrun.execution.replay_shards import LocalReplayShardSet
+
+        shards = LocalReplayShardSet(factory, num_shards, self.timer)
+        self._replay_shard_sets.append(shards)
+        return shards
+
     def metrics(self) -> dict[str, float]:
-        """``time/<stage>_s`` since the last call, and ``executor/worker_restarts`` (always 0 here)."""
-        return {**self.timer.report(), "executor/worker_restarts": 0}
+        """``time/<stage>_s`` since the last call, and ``executor/worker_restarts`` (always 0 here; with replay
+        shards also ``executor/replay_shard_restarts``, 0 too)."""
+        out = {**self.timer.report(), "executor/worker_restarts": 0}
+        if self._replay_shard_sets:
+            out["executor/replay_shard_restarts"] = 0
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         """Every worker's state (observations, episode accumulators, env copies' state) and its acting random stream,
@@ -196,3 +213,4 @@ class LocalExecutor:
         for ws in self._worker_sets:
             ws.stop()
         self._worker_sets.clear()
+        self._replay_shard_sets.clear()

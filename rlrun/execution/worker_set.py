@@ -17,7 +17,8 @@ The contract (``executor=local`` and ``executor=ray`` both keep it; ``tests/exec
   with ``policy_factory(worker_index)`` (a picklable callable ``int -> Policy``, run inside the worker); without
   one, every remote worker gets a pickled copy of ``policy`` (fine for a small policy; a plan whose acting object
   carries learner-only state, e.g. a replay memory, should pass a factory).
-- **Weights.** ``sync_weights(weights=None, worker_ids=None)``: ``weights`` is what the remote policy's
+- **Weights.** Every worker starts acting with the learner policy's weights as they were when the worker set was
+  built (whatever ``policy_factory`` initialised). ``sync_weights(weights=None, worker_ids=None)``: ``weights`` is what the remote policy's
   ``set_weights`` takes (the learner's ``get_weights()``); ``None`` means "the learner policy's current
   ``get_weights()``" (``state_dict()`` if it has none). ``worker_ids=None`` broadcasts (one copy of the weights in
   Ray's object store, read by every worker); a list syncs only those workers. ``get_weights()`` must hold every

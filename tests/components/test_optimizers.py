@@ -56,6 +56,33 @@ def test_gradient_step_hand_worked(max_grad_norm, w_after):
         assert_close(info["grad_norm"], torch.tensor(2.0))
 
 
+@pytest.mark.parametrize("max_grad_norm", [None, 0.5])
+def test_gradient_step_apply_equals_step(max_grad_norm):
+    """Applying the gradient autograd computes for a loss (an A3C worker's) gives exactly the parameters and Adam
+    moments of step() on that loss; hand-worked SGD: grad 2 at w = 1, lr 0.1 -> 0.8 (clipped to 0.5 -> 0.95)."""
+    torch.manual_seed(0)
+    a, b = nn.Linear(3, 2), nn.Linear(3, 2)
+    b.load_state_dict(a.state_dict())
+    opt_a = GradientStep("adam", lr=0.1, max_grad_norm=max_grad_norm).attach(a.parameters())
+    opt_b = GradientStep("adam", lr=0.1, max_grad_norm=max_grad_norm).attach(b.parameters())
+    x = torch.randn(5, 3)
+    for _ in range(3):
+        info_a = opt_a.step(lambda: (a(x).pow(2).mean(), {}))
+        grads = torch.autograd.grad(b(x).pow(2).mean(), list(b.parameters()))
+        info_b = ComponentTest(opt_b).call("apply", list(grads))
+        for pa, pb in zip(a.parameters(), b.parameters()):
+            assert torch.equal(pa, pb) and pb.grad is None
+        if max_grad_norm is not None:
+            assert torch.equal(info_a["grad_norm"], info_b["grad_norm"])
+    w = nn.Parameter(torch.tensor([1.0]))
+    GradientStep("sgd", lr=0.1, max_grad_norm=max_grad_norm).attach([w]).apply([torch.tensor([2.0])])
+    assert_close(w.detach(), torch.tensor([0.8 if max_grad_norm is None else 0.95]))
+    with pytest.raises(ValueError, match="1 gradients for 2 parameters"):
+        opt_b.apply([torch.zeros(2, 3)])
+    with pytest.raises(ValueError, match=r"shape \(3,\) for a parameter of shape \(2, 3\)"):
+        opt_b.apply([torch.zeros(3), torch.zeros(2)])
+
+
 def test_gradient_step_state_round_trip():
     """Adam's moments travel in the state_dict: a copy loaded from it takes the identical next step."""
     torch.manual_seed(0)
