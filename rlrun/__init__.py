@@ -3,4 +3,12 @@
 from rlrun.registry import register, registry
 
 __version__ = "0.1.0"
-__all__ = ["register", "registry", "__version__"]
+__all__ = ["make_agent", "register", "registry", "__version__"]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazily: `import rlrun` stays free of torch
+    if name == "make_agent":
+        from rlrun.agent import make_agent
+
+        return make_agent
+    raise AttributeError(f"module 'rlrun' has no attribute {name!r}")
