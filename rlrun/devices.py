@@ -99,7 +99,7 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
         if not hasattr(agent, "update_strategy"):
             raise ConfigError(f"{type(agent).__name__} does not route its update through the device strategy, so "
                               f"device=replicas and device.precision=bf16 are not available for it (they are for "
-                              f"algo=dqn). Use device=cpu|cuda|auto with device.precision=fp32.")
+                              f"algo=dqn, ppo, a2c). Use device=cpu|cuda|auto with device.precision=fp32.")
         from rlrun.execution.replicas import ReplicatedUpdate
 
         agent.update_strategy = ReplicatedUpdate(num_replicas(cfg) if name == "replicas" else 1,

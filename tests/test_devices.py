@@ -297,8 +297,44 @@ def test_a_run_with_replicas_and_a_device_map(tmp_path: Path) -> None:
 
 def test_replicas_for_an_agent_without_the_update_hook_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not route its update through the device strategy"):
-        run_experiment(compose(["algo=ppo", "device=replicas", "device.num_replicas=2", "stop.env_steps=300",
+        run_experiment(compose(["algo=trpo", "device=replicas", "device.num_replicas=2", "stop.env_steps=300",
                                 "logger=none", "export.formats=[]"]), tmp_path / "run")
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_replicas_give_ppo_and_a2c_the_update_of_one_replica(algo: str) -> None:
+    """PPO (every minibatch step of its epochs) and A2C (its one step) through ReplicatedUpdate(3): the parameters
+    and optimizer moments after an update on a fixed rollout equal the plain update's within float tolerance
+    (advantage normalisation off: with it each replica normalises its own shard, as RLlib's towers do)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from algos.test_ppo import _random_rollout, build_algo
+
+    overrides = [f"algo={algo}", "algo.hidden_sizes=[8]", "algo.normalize_advantage=false", "executor.num_envs=2"]
+    if algo == "ppo":
+        overrides += ["algo.minibatch_size=16", "algo.num_epochs=2"]
+    plain, split = build_algo(overrides, seed=0), build_algo(overrides, seed=0)
+    try:
+        split.agent.update_strategy = ReplicatedUpdate(3)
+        rollout = _random_rollout(plain.agent, T=8, B=4, seed=2)
+        a, b = plain.agent.update(rollout), split.agent.update(rollout)
+        torch.testing.assert_close(float(a["loss"]), float(b["loss"]), rtol=1e-5, atol=1e-6)
+        for (name, p), q in zip(plain.agent.network.named_parameters(), split.agent.network.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
+        fresh = build_algo(overrides, seed=0)  # the update moved the parameters
+        assert any(not torch.equal(p, q) for p, q in zip(fresh.agent.network.parameters(),
+                                                          plain.agent.network.parameters()))
+        fresh.stop()
+    finally:
+        plain.stop()
+        split.stop()
+
+
+def test_a_ppo_run_with_replicas(tmp_path: Path) -> None:
+    summary = run_experiment(compose(["algo=ppo", "executor.num_envs=2", "device=replicas", "device.num_replicas=2",
+                                      "stop.env_steps=256", "logger=none", "export.formats=[]"]), tmp_path / "run")
+    assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 256
 
 
 def test_a_bad_map_name_fails_the_run_listing_names(tmp_path: Path) -> None:

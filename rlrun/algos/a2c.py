@@ -44,6 +44,7 @@ class A2CAgent(PPOAgent):
     """The A2C agent: PPO's acting, observing and weights; its update is one gradient step on the A2C loss."""
 
     def __init__(self, cfg: A2CConfig, seed: int = 0, name: str = "a2c_agent") -> None:
+        self._update_strategy: Any = None
         super().__init__(cfg, seed, name)
 
     @staticmethod
@@ -62,33 +63,47 @@ class A2CAgent(PPOAgent):
     def torch_optimizer(self) -> torch.optim.Optimizer:
         return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
 
-    def loss_fn(self, rollout: dict[str, Any]) -> tuple[Any, torch.Tensor, torch.Tensor]:
-        """``(loss_fn, values, returns)`` for a time-major rollout: n-step / GAE advantages under the current
-        weights, and ``loss_fn() -> (loss, info)``, the A2C loss averaged over all ``T * B`` steps."""
+    @property
+    def update_strategy(self) -> Any:
+        """The device strategy's update (``device=replicas``, ``device.precision``; rlrun/devices.py sets it). With
+        ``normalize_advantage`` each replica normalises its own shard's advantages."""
+        return self._update_strategy
+
+    @update_strategy.setter
+    def update_strategy(self, strategy: Any) -> None:
+        self._update_strategy = strategy
+
+    def loss_fn(self, rollout: dict[str, Any]) -> tuple[Any, dict[str, Any], torch.Tensor, torch.Tensor]:
+        """``(loss_fn, data, values, returns)`` for a time-major rollout: n-step / GAE advantages under the current
+        weights, the flat ``data`` rows (obs, actions, advantages, returns) and ``loss_fn(rows) -> (loss, info)``,
+        the A2C loss averaged over the rows."""
         values, adv, ret = self.advantages(rollout)
         actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        obs, actions, adv, ret_flat = (_flatten_time(x) for x in (rollout["obs"], actions, adv, ret))
+        data = _flatten_time({"obs": rollout["obs"], "actions": actions, "advantages": adv, "returns": ret})
         cfg = self.cfg
 
-        def loss_fn() -> tuple[torch.Tensor, dict]:
-            params, v = self.network(obs)
+        def loss_fn(rows: dict[str, Any]) -> tuple[torch.Tensor, dict]:
+            params, v = self.network(rows["obs"])
             dist = make_distribution(self.action_space, params)
-            t = a2c_loss(dist.log_prob(actions), adv, v, ret_flat, dist.entropy(), vf_coef=cfg.vf_coef,
-                         ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
+            t = a2c_loss(dist.log_prob(rows["actions"]), rows["advantages"], v, rows["returns"], dist.entropy(),
+                         vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
             return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
                              "policy/entropy": t.entropy.detach()}
 
-        return loss_fn, values, ret_flat
+        return loss_fn, data, values, data["returns"]
 
     @api
     def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
         update; keys as for :meth:`PPOAgent.update`): n-step / GAE advantages under the current weights, then one
-        gradient step on the A2C loss over all ``T * B`` steps."""
+        gradient step on the A2C loss over all ``T * B`` steps (through the device strategy's update if set)."""
         rollout = batch if batch is not None else self._collected()
         lr = self.set_learning_rate()
-        loss_fn, values, ret = self.loss_fn(rollout)
-        info = self.optimizer.step(loss_fn)
+        loss_fn, data, values, ret = self.loss_fn(rollout)
+        if self._update_strategy is None:
+            info = self.optimizer.step(lambda: loss_fn(data))
+        else:
+            info = self._update_strategy.step(self.optimizer, loss_fn, data)
         self.env_steps += int(ret.numel())
         info["learn/lr"] = lr
         info["value/explained_variance"] = explained_variance(values.flatten(), ret)
@@ -97,8 +112,8 @@ class A2CAgent(PPOAgent):
     def compute_gradients(self, rollout: dict[str, Any]) -> tuple[list[torch.Tensor], dict[str, Any]]:
         """The gradient of the A2C loss on ``rollout`` w.r.t. the network's parameters (in the optimizer's order),
         without a step: what an A3C worker sends; ``info`` as :meth:`update`'s, for the learner to log."""
-        loss_fn, values, ret = self.loss_fn(rollout)
-        loss, info = loss_fn()
+        loss_fn, data, values, ret = self.loss_fn(rollout)
+        loss, info = loss_fn(data)
         params = [p for p in self.network.parameters() if p.requires_grad]
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]

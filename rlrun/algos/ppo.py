@@ -204,6 +204,17 @@ class PPOAgent(Component):
         self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
         self._lr_warned = False
 
+    @property
+    def update_strategy(self) -> Any:
+        """The device strategy's update (``device=replicas``, ``device.precision``; rlrun/devices.py sets it): each
+        minibatch step runs through it. With ``normalize_advantage`` each replica normalises its own shard's
+        advantages (as RLlib's multi-GPU towers do), so the update equals one replica's only without it."""
+        return self.optimizer.strategy
+
+    @update_strategy.setter
+    def update_strategy(self, strategy: Any) -> None:
+        self.optimizer.strategy = strategy
+
     @staticmethod
     def _make_optimizer(cfg: PPOConfig, seed: int) -> Component:
         """Epochs of shuffled minibatch Adam steps; ``torch_optimizer`` (below) reaches the Adam inside.

@@ -312,6 +312,10 @@ class MultiStep(Component):
         self.optimizer = optimizer
         self.num_epochs, self.minibatch_size = int(num_epochs), int(minibatch_size)
         self.generator = torch.Generator().manual_seed(int(seed))
+        self.strategy: Any = None
+        """The device strategy's update (``device=replicas`` / ``device.precision``, a
+        ``rlrun.execution.replicas.ReplicatedUpdate``): each minibatch step is ``strategy.step(optimizer, loss_fn,
+        minibatch)`` instead of ``optimizer.step``; None: the plain step."""
 
     def _build(self, batch: Any = None) -> None:
         """Optionally given the space of the batch (a Dict space); nothing to create."""
@@ -336,7 +340,11 @@ class MultiStep(Component):
             order = torch.randperm(n, generator=self.generator)
             for idx in order.split(self.minibatch_size):
                 minibatch = _index(batch, idx)
-                info = self.optimizer.step(lambda mb=minibatch: _as_caller(self, loss_fn, mb))
+                if self.strategy is None:
+                    info = self.optimizer.step(lambda mb=minibatch: _as_caller(self, loss_fn, mb))
+                else:
+                    info = self.strategy.step(self.optimizer, lambda shard: _as_caller(self, loss_fn, shard),
+                                              minibatch)
                 steps += 1
                 for key, value in info.items():
                     x = _scalar(value)
