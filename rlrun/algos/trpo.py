@@ -1,0 +1,211 @@
+"""TRPO: trust region policy optimisation (Schulman et al. 2015, "Trust Region Policy Optimization", Sec. 6 and
+Appendix C), with a value-function baseline and GAE advantages (Schulman et al. 2016), as SB3-contrib's TRPO and
+Spinning Up run it.
+
+Every update: ``rollout_steps`` agent steps of every env copy, GAE advantages (normalised over the rollout), then
+
+1. *one* policy step, by the optimizer module :class:`~rlrun.components.optimizers.TRPOStep` (TensorForce 0.3's
+   natural gradient + line search): minimise the surrogate
+   ``L(theta) = -mean_t[pi_theta(a_t|s_t) / pi_old(a_t|s_t) * A_t]`` subject to
+   ``mean_t KL(pi_old(.|s_t) || pi_theta(.|s_t)) <= max_kl`` (Eq. 14): conjugate gradient on ``F x = g`` with
+   Fisher-vector products, a step scaled to the trust region, a backtracking line search that keeps the
+   surrogate improving and the KL within ``max_kl``;
+2. ``vf_epochs`` epochs of Adam minibatch steps on ``0.5 (R_t - V(s_t))^2`` (rlrun's ``value_loss``; SB3 drops
+   the 1/2, which Adam's steps do not see, up to its epsilon) of a *separate* value network (its own torso and
+   layer: a value step never moves the policy, which would defeat the trust region).
+
+It is PPO's plan with a different update: the actor-critic network (``shared_torso=False``), the
+truncation-aware advantage estimator, acting, observing, weights and the plan come from :mod:`rlrun.algos.ppo`;
+this file holds what differs (the optimizers, the surrogate and the update). Its config schema is
+``rlrun.config.TRPOConfig`` (each key documented there and in conf/algo/trpo.yaml).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlrun import spaces as sp
+from rlrun.algos.ppo import PPO, ActorCritic, PPOAgent, _flatten_time, explained_variance
+from rlrun.components.base import Component, api
+from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
+from rlrun.components.optimizers import GradientStep, MultiStep, TRPOStep
+from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
+from rlrun.config import TRPOConfig
+from rlrun.errors import ConfigError
+
+# ---------------------------------------------------------------------------------------------------- losses
+
+
+def trpo_surrogate_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
+                        reduction: str = "mean") -> torch.Tensor:
+    r"""Negated importance-sampled surrogate objective (Schulman et al. 2015, Eq. 14, with advantages for Q).
+
+    .. math::
+
+        L(\theta) = -\frac{\pi_\theta(a_t|s_t)}{\pi_{old}(a_t|s_t)} A_t
+                  = -\exp(\log\pi_\theta(a_t|s_t) - \log\pi_{old}(a_t|s_t)) A_t
+
+    At :math:`\theta = \theta_{old}` it equals :math:`-A_t` and its gradient is the policy gradient
+    :math:`-\nabla\log\pi_\theta(a_t|s_t) A_t`. TRPO minimises its mean under a KL constraint
+    (:class:`~rlrun.components.optimizers.TRPOStep`); unlike PPO's, nothing is clipped.
+
+    Args:
+        log_probs: log-probabilities of the actions taken under the current policy (differentiable), any shape.
+        old_log_probs: the same under the policy before the update (same shape; treated as constants).
+        advantages: advantage estimates (same shape; treated as constants).
+        reduction: ``"mean"``, ``"sum"`` or ``"none"`` over the items.
+    """
+    if not log_probs.shape == old_log_probs.shape == advantages.shape:
+        raise ValueError(f"trpo_surrogate_loss: log_probs {tuple(log_probs.shape)}, old_log_probs "
+                         f"{tuple(old_log_probs.shape)} and advantages {tuple(advantages.shape)} must have one shape")
+    ratio = torch.exp(log_probs - old_log_probs.detach())
+    return apply_reduction(-ratio * advantages.detach(), reduction)
+
+
+def mean_kl(old: Categorical | DiagGaussian, new: Categorical | DiagGaussian) -> torch.Tensor:
+    r""":math:`\bar D_{KL}(\theta_{old}, \theta) = \mathrm{mean}_s\, KL(\pi_{old}(\cdot|s) \,\|\, \pi_\theta(\cdot|s))`,
+    the trust-region constraint of Schulman et al. 2015 (Eq. 12-14), in nats. ``old`` holds detached parameters;
+    the Hessian of this at :math:`\theta = \theta_{old}` is the Fisher information matrix (Appendix C)."""
+    return old.kl(new).mean()
+
+
+def _frozen(params: Any) -> Any:
+    """Detached *copies* of policy parameters: a Gaussian's log-std is a view of the head's parameter, which the
+    line search changes in place, so a detached view would follow it and the "old" policy would move too."""
+    if isinstance(params, (tuple, list)):
+        return type(params)(p.detach().clone() for p in params)
+    return params.detach().clone()
+
+
+# ---------------------------------------------------------------------------------------------------- agent
+
+
+class TRPOAgent(PPOAgent):
+    """The TRPO agent: PPO's acting, observing, advantages and weights (the actor-critic network, with separate
+    actor and critic torsos); its update is one TRPO step of the actor and Adam epochs of the critic.
+
+    Sub-components: ``network`` (ActorCritic), ``policy_optimizer`` (TRPOStep over the actor's parameters: the
+    actor torso, the policy layer and, for Box actions, the log-std) and ``value_optimizer`` (MultiStep of Adam
+    steps over the critic's: the critic torso and the value layer).
+    """
+
+    def __init__(self, cfg: TRPOConfig, seed: int = 0, name: str = "trpo_agent") -> None:
+        # Not PPOAgent.__init__: the network must not share a torso, and there are two optimizers, not one.
+        Component.__init__(self, name)
+        self.cfg = cfg
+        self.network = ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, shared_torso=False,
+                                   orthogonal_init=cfg.orthogonal_init, init_log_std=cfg.init_log_std,
+                                   name="network")
+        self.policy_optimizer = TRPOStep(cfg.max_kl, cfg.cg_iters, cfg.cg_damping, cfg.line_search_max_backtracks,
+                                         cfg.line_search_accept_ratio, cfg.line_search_backtrack_ratio,
+                                         name="policy_optimizer")
+        adam = GradientStep("adam", lr=cfg.lr, eps=cfg.adam_eps, name="value_adam")
+        self.value_optimizer = MultiStep(adam, cfg.vf_epochs, cfg.vf_minibatch_size, seed=seed,
+                                         name="value_optimizer")
+        self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps trained on (LR schedule)
+        self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
+        self._lr_warned = False
+
+    def torch_optimizer(self) -> torch.optim.Optimizer:
+        """The value function's Adam (the one with a learning rate; PPOAgent.set_learning_rate sets it)."""
+        return self.value_optimizer.optimizer.optimizer  # MultiStep -> GradientStep -> torch.optim.Adam
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        if not isinstance(actions, (sp.Discrete, sp.Box)):
+            raise ConfigError(f"algo={self.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
+        self.action_space = actions
+        self.continuous = isinstance(actions, sp.Box)
+        self.build_child(self.network, obs=obs, actions=actions)
+        actor, critic = self.actor_parameters(), self.critic_parameters()
+        ids = [id(p) for p in actor + critic]
+        if len(set(ids)) != len(ids) or len(ids) != len(list(self.network.parameters())):
+            raise RuntimeError(f"{self.name}: the actor's and the critic's parameters must split the network's "
+                               f"exactly (a value step must not move the policy)")
+        self.policy_optimizer.attach(actor)
+        self.value_optimizer.attach(critic)
+        if self.continuous:  # samples are clipped to the bounds for the env; the learner uses the raw sample
+            self.register_buffer("action_low", torch.as_tensor(actions.low, dtype=torch.float32))
+            self.register_buffer("action_high", torch.as_tensor(actions.high, dtype=torch.float32))
+        self.output_spaces["get_actions"] = actions
+
+    def actor_parameters(self) -> list[nn.Parameter]:
+        """The parameters of the policy: actor torso, policy layer, and the log-std of a Gaussian."""
+        head = self.network.head
+        params = [*self.network.torso.parameters(), *head.policy.parameters()]
+        return params + [head.log_std] if self.continuous else params
+
+    def critic_parameters(self) -> list[nn.Parameter]:
+        """The parameters of the value function: critic torso and value layer."""
+        return [*self.network.critic_torso.parameters(), *self.network.head.value.parameters()]
+
+    # ------------------------------------------------------------------ learning
+
+    @api
+    def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
+        update; keys as for :meth:`PPOAgent.update`; the behaviour log-probabilities are not needed, the policy
+        before the update is the behaviour policy): GAE advantages and returns under the current weights, one
+        TRPO step of the policy on all ``T * B`` steps, then ``vf_epochs`` epochs of value minibatch steps.
+
+        Returns ``loss/policy`` (surrogate before the step), ``policy/surrogate_improvement`` (its decrease),
+        ``policy/expected_improvement`` (the decrease its linear model predicted for the full step),
+        ``policy/kl`` (mean KL from the old policy after the step, nats), ``policy/step_fraction`` and
+        ``policy/line_search_accepted`` / ``policy/line_search_backtracks``, ``policy/entropy`` (of the old
+        policy, nats), ``loss/value`` (mean over the value steps), ``value/explained_variance``, ``learn/lr`` and
+        ``gradient_steps`` (the value steps plus the one policy step)."""
+        cfg = self.cfg
+        rollout = batch if batch is not None else self._collected()
+        values, adv, ret = self.advantages(rollout)
+        lr = self.set_learning_rate()
+        actions = rollout["raw_action"] if self.continuous else rollout["actions"]
+        obs, actions, adv, ret = (_flatten_time(x) for x in (rollout["obs"], actions, adv, ret))
+        if cfg.normalize_advantage:
+            adv = normalize_advantages(adv)
+
+        with torch.no_grad():
+            old = make_distribution(self.action_space, _frozen(self.network.get_policy(obs)))
+            old_log_prob = old.log_prob(actions)
+            entropy = old.entropy().mean()
+
+        def policy() -> Categorical | DiagGaussian:
+            return make_distribution(self.action_space, self.network.get_policy(obs))
+
+        def surrogate_fn() -> tuple[torch.Tensor, dict]:
+            return trpo_surrogate_loss(policy().log_prob(actions), old_log_prob, adv), {}
+
+        def kl_fn() -> torch.Tensor:
+            return mean_kl(old, policy())
+
+        step = self.policy_optimizer.step(surrogate_fn, kl_fn)
+
+        def value_loss_fn(mb: dict[str, Any]) -> tuple[torch.Tensor, dict]:
+            return value_loss(self.network.get_value(mb["obs"]), mb["returns"]), {}
+
+        fit = self.value_optimizer.step(value_loss_fn, {"obs": obs, "returns": ret})
+        self.env_steps += int(ret.numel())
+        return {
+            "loss/policy": float(step["loss"]),
+            "policy/surrogate_improvement": float(step["loss"]) - float(step["loss_after"]),
+            "policy/expected_improvement": float(step["expected_improvement"]),
+            "policy/kl": float(step["kl"]),
+            "policy/step_fraction": float(step["step_fraction"]),
+            "policy/line_search_accepted": float(step["accepted"]),
+            "policy/line_search_backtracks": float(step["backtracks"]),
+            "policy/entropy": float(entropy),
+            "loss/value": float(fit["loss"]),
+            "value/explained_variance": explained_variance(values.flatten(), ret),
+            "learn/lr": lr,
+            "gradient_steps": int(fit["gradient_steps"]) + 1,
+        }
+
+
+# ---------------------------------------------------------------------------------------------------- plan
+
+
+class TRPO(PPO):
+    """The plan (PPO's): sample ``rollout_steps`` agent steps of every env copy, one TRPO update, broadcast."""
+
+    agent_class = TRPOAgent
