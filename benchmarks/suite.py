@@ -221,6 +221,14 @@ SUITE: tuple[Benchmark, ...] = (
         "one-off compile time (not in CI: compiling takes minutes)",
         headline=("speedup/*", "compile_s/*"),
         timeout_s=1200),
+    Benchmark(
+        "executor_agreement", "benchmarks.executor_agreement",
+        "asynchronous plans (a3c; impala, appo, apex when registered): env steps to a CartPole mean return of 150 "
+        "on executor=local vs executor=ray over seeds, medians and an exact Mann-Whitney p-value (not in CI: "
+        "minutes of Ray runs)",
+        requires=(Registered("executor", "ray"), ConfigKeys("rlrun.config:A2CConfig", ("mode",))),
+        headline=("median_env_steps/*", "ratio/*", "p_value/*"),
+        timeout_s=1800),
     # -- not runnable yet: listed with what they wait for, so they cannot be mistaken for measured figures
     Benchmark(
         "scaling", "benchmarks.scaling",
