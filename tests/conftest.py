@@ -12,6 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+# One torch thread in the test process, as every run has (device.torch_threads=1): tests that build agents without
+# run_experiment otherwise get a thread per core, which on a busy 2-core machine made small updates ~7x slower.
+torch.set_num_threads(1)
+
 RLRUN = str(Path(sys.executable).parent / "rlrun")
 # A run that finishes in a few seconds: a few hundred env steps with learning starting early.
 QUICK = ["stop.env_steps=300", "algo.learning_starts=100"]
