@@ -66,9 +66,13 @@ def run_episodes(policy: Any, env: Any, obs_space: sp.Space, episodes: int, seed
     device = torch.device(device)
     returns: list[float] = []
     lengths: list[int] = []
+    reset = getattr(policy, "reset_episodes", None)  # a recurrent policy's state ends with each episode
+    reset = reset if callable(reset) else None
     with torch.inference_mode():
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed if episode == 0 else None)
+            if reset is not None:
+                reset(np.array([True]))  # whatever state a previous episode (or training) left
             total, steps, done = 0.0, 0, False
             while not done:
                 action = policy.get_actions(_batch_of_one(obs_space, obs, device), explore=False)
@@ -76,6 +80,8 @@ def run_episodes(policy: Any, env: Any, obs_space: sp.Space, episodes: int, seed
                 total += float(reward)
                 steps += 1
                 done = bool(terminated or truncated)
+                if reset is not None:
+                    reset(np.array([done]))
             returns.append(total)
             lengths.append(steps)
     return returns, lengths

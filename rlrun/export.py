@@ -153,12 +153,21 @@ class _NoWorkers:
 
     workers: list = []
     num_envs = 0
+    num_workers = 0
 
     def sample(self, *args: Any, **kwargs: Any) -> Any:
         raise RlrunError("this algorithm was restored for inference (rlrun eval/export) and has no env workers")
 
-    def sync_weights(self, weights: Any = None) -> None:
+    sample_async = sample
+
+    def drain(self) -> list:
+        return []
+
+    def sync_weights(self, weights: Any = None, worker_ids: Any = None) -> None:
         pass
+
+    def worker_pids(self) -> list[int]:
+        return []
 
     def stop(self) -> None:
         pass
@@ -172,8 +181,14 @@ class _NoEnvExecutor:
 
         self.timer = StageTimer()
 
-    def worker_set(self, policy: Any, device: Any = "cpu", policy_factory: Any = None) -> _NoWorkers:
+    num_workers = 1  # what a plan may read before building its worker set (rlrun/execution/worker_set.py)
+    num_envs_per_worker = 1
+
+    def worker_set(self, policy: Any, device: Any = "cpu", policy_factory: Any = None, **_: Any) -> _NoWorkers:
         return _NoWorkers()
+
+    def metrics(self) -> dict[str, float]:
+        return {}
 
     def stop(self) -> None:
         pass

@@ -217,3 +217,26 @@ def test_transfer_without_next_obs_rebuilds_the_batch_exactly() -> None:
         np.testing.assert_array_equal(getattr(rebuilt, key), getattr(batch, key), err_msg=key)
         assert getattr(rebuilt, key).flags.writeable
     assert rebuilt.extras == {}
+
+
+def test_an_async_call_ends_with_the_batches_ready_when_min_batches_arrived() -> None:
+    """A slow learner (0.2 s per batch) and fast workers: one sample_async call yields min_batches and the batches
+    that were ready then, at most every request in flight (2 workers x 2), never the rollouts of the requests it
+    sent meanwhile, so a plan's training_step() ends."""
+    import time
+
+    ex = ray_executor(num_workers=2, num_envs_per_worker=1, cpus_per_worker=0.5, max_in_flight_per_worker=2)
+    ws = ex.worker_set(Constant(0), "cpu")
+    try:
+        for _ in ws.sample_async(2, min_batches=1):
+            pass
+        time.sleep(1.0)  # every worker's requests finish meanwhile
+        got = 0
+        for _batch, _w in ws.sample_async(2, min_batches=1):
+            got += 1
+            if got > 8:  # the bug this guards against: every top-up's rollout is ready by the next item: no end
+                break
+            time.sleep(0.2)
+        assert 1 <= got <= 4
+    finally:
+        ex.stop()
