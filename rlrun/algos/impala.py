@@ -1,0 +1,472 @@
+"""IMPALA: actors act with a possibly stale copy of the policy and record their behaviour log-probabilities; the
+learner corrects for the lag with V-trace (Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with
+Importance Weighted Actor-Learner Architectures", Sec. 4, Eq. 1 and Sec. 4.2).
+
+The plan is asynchronous, as RLlib Flow's IMPALA: ``workers.sample_async`` yields unrolls of ``unroll_length``
+agent steps from whichever worker finishes; once ``batch_size`` env-copy unrolls are held, the learner takes one
+gradient step on them (time-major ``[T, B]``, the loss of :func:`rlrun.components.policy_losses.impala_loss`) and
+sends its new weights to the workers whose unrolls it consumed (``sync_weights(worker_ids=...)``). On
+``executor=local`` the unrolls come one after another from the learner's own policy (no lag): it is then a
+synchronous actor-critic with V-trace targets, and still learns. The policy lag (learner updates minus the
+weights version an unroll was acted with) is reported as ``learn/policy_lag_mean`` / ``learn/policy_lag_max``.
+
+Episode ends: a termination ends the trace (discount 0); a time-limit truncation also cuts it (the next row is a
+new episode) but bootstraps from the value of the episode's real final observation (``next_obs`` of that row),
+folded into the reward as ``truncation_aware_gae`` in :mod:`rlrun.algos.ppo` does. The unroll's own bootstrap is
+V(``next_obs[T - 1]``): the observation the next unroll starts from where the copy goes on (the batch's
+``last_obs``), the final observation where it ended.
+
+Optional LSTM core (``use_lstm``, IMPALA's Atari network): torso -> LSTM -> policy/value head. The acting policy
+keeps one recurrent state per env copy, zeroes it where an episode ended (the worker calls ``reset_episodes``
+after every env step) and records the state before every step (extras ``state_0``, ``state_1``, ...); the learner
+unrolls the LSTM over the T steps of each unroll from the state recorded at its first step, resetting it at
+episode starts inside the unroll.
+
+Read top to bottom: the network, the agent (act, learn, weights), the plan. ``rlrun.algos.appo`` reuses all of it
+with PPO's clipped surrogate. Config schema: ``rlrun.config.IMPALAConfig`` (conf/algo/impala.yaml).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlrun import spaces as sp
+from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.ppo import explained_variance, make_torso, policy_factory, rollout_from_samples
+from rlrun.components.base import Component, api
+from rlrun.components.distributions import make_distribution
+from rlrun.components.heads import PolicyValueHead
+from rlrun.components.networks import LSTMCore
+from rlrun.components.optimizers import GradientStep
+from rlrun.components.policy_losses import impala_loss
+from rlrun.config import IMPALAConfig
+from rlrun.envs.gym_env import EnvSpec
+from rlrun.errors import ConfigError
+
+State = tuple[torch.Tensor, ...] | None
+"""A recurrent state: ``(h, c)`` of the LSTM core, then ``(h, c)`` of the critic's core when the critic has its
+own torso, each ``[B, H]``; None for a feed-forward network."""
+
+# ---------------------------------------------------------------------------------------------------- network
+
+
+class IMPALANetwork(Component):
+    """obs -> torso -> [LSTM core] -> ``PolicyValueHead``.
+
+    ``shared_torso=True`` is IMPALA's layout (one torso, and core, for policy and value). With ``False`` the value
+    reads a critic torso (and core) of the same architecture with its own weights (CleanRL's / SB3's layout for
+    classic control, where a shared torso learns much slower).
+
+    ``unroll(obs [T, B, ...], state, first [T, B])`` -> ``(policy params [T, B, ...], values [T, B], state)``:
+    the LSTM cores (when there are) run over T from ``state`` (None: zeros), zeroing it before the steps where
+    ``first`` is set; a feed-forward network ignores ``state`` and ``first`` and returns state None.
+    ``forward(obs [B, ...])`` is one step from the zero state: ``(policy params, values)``.
+    """
+
+    def __init__(self, network: str = "auto", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
+                 activation: str = "tanh", use_lstm: bool = False, lstm_size: int = 256,
+                 shared_torso: bool = True, orthogonal_init: bool = True, name: str = "network") -> None:
+        """``network``: torso kind (mlp | nature_cnn | impala_resnet | auto, see ``rlrun.algos.ppo.make_torso``);
+        ``hidden_sizes``/``activation``: MLP torso layout; ``use_lstm``: an LSTM core of ``lstm_size`` units
+        between torso and head; ``shared_torso``: one torso (and core) for policy and value; ``orthogonal_init``:
+        orthogonal torso weights (gain sqrt 2), zero biases, and the head's 0.01 / 1 gains (CleanRL /
+        Baselines)."""
+        super().__init__(name)
+        self.network, self.hidden_sizes, self.activation = network, list(hidden_sizes), activation
+        self.use_lstm, self.lstm_size = bool(use_lstm), int(lstm_size)
+        self.shared_torso, self.orthogonal_init = bool(shared_torso), bool(orthogonal_init)
+        self.head = PolicyValueHead(0.0, orthogonal_init, name="head")
+
+    def _stack(self, obs: sp.Space, prefix: str) -> tuple[Component, Component | None, Any]:
+        """A torso and, with ``use_lstm``, a core on it: ``(torso, core, port of the features)``."""
+        torso = make_torso(self.network, obs, self.hidden_sizes, self.activation, f"{prefix}torso")
+        self.build_child(torso, obs=obs)
+        features, core = torso.output("forward"), None
+        if self.use_lstm:
+            core = LSTMCore(self.lstm_size, name=f"{prefix}core")
+            self.build_child(core, x=features)
+            features = core.output("forward")
+        return torso, core, features
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.torso, self.core, features = self._stack(obs, "")
+        self.build_child(self.head, x=features, actions=actions)
+        self.critic_torso = self.critic_core = None
+        if not self.shared_torso:  # the value layer reads the critic's features (same width)
+            self.critic_torso, self.critic_core, critic_features = self._stack(obs, "critic_")
+            self.build_child(self.head, x=critic_features)
+        if self.orthogonal_init:
+            for torso in (self.torso, self.critic_torso):
+                for m in torso.modules() if torso is not None else ():
+                    if isinstance(m, (nn.Linear, nn.Conv2d)):
+                        nn.init.orthogonal_(m.weight, math.sqrt(2.0))
+                        nn.init.zeros_(m.bias)
+        self.output_spaces["forward"] = self.head.output_spaces["forward"]
+
+    @api
+    def initial_state(self, batch_size: int) -> State:
+        """The zero state of ``batch_size`` sequences (None without an LSTM)."""
+        if self.core is None:
+            return None
+        state = self.core.initial_state(batch_size)
+        if self.critic_core is not None:
+            state = (*state, *self.critic_core.initial_state(batch_size))
+        return state
+
+    @api
+    def unroll(self, obs: Any, state: State = None, first: torch.Tensor | None = None) -> tuple[Any, torch.Tensor,
+                                                                                                   State]:
+        x = self.torso(obs)  # [T, B, F]: the torsos fold any leading ranks
+        if self.core is not None:
+            x, actor_state = self.core(x, None if state is None else state[:2], first)
+        if self.critic_torso is None:
+            params, values = self.head(x)
+            return params, values, actor_state if self.core is not None else None
+        y = self.critic_torso(obs)
+        if self.critic_core is not None:
+            y, critic_state = self.critic_core(y, None if state is None else state[2:], first)
+        params, values = self.head.get_policy(x), self.head.get_value(y)
+        return params, values, (*actor_state, *critic_state) if self.core is not None else None
+
+    @api
+    def forward(self, obs: Any) -> tuple[Any, torch.Tensor]:
+        params, values, _ = self.unroll(_add_time(obs))
+        return _drop_time(params), values[0]
+
+
+def _tree(fn: Callable[[torch.Tensor], torch.Tensor], x: Any) -> Any:
+    """``fn`` on every tensor of a nest (dicts, tuples, lists)."""
+    if isinstance(x, dict):
+        return {k: _tree(fn, v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(_tree(fn, v) for v in x)
+    return fn(x)
+
+
+def _add_time(x: Any) -> Any:
+    return _tree(lambda t: t.unsqueeze(0), x)
+
+
+def _drop_time(x: Any) -> Any:
+    return _tree(lambda t: t[0], x)
+
+
+def _batch_size(obs: Any) -> int:
+    while isinstance(obs, (dict, tuple, list)):
+        obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
+    return int(obs.shape[0])
+
+
+# ---------------------------------------------------------------------------------------------------- agent
+
+
+class IMPALAAgent(Component):
+    """The IMPALA agent API: get_actions (with the behaviour log-probability, the weights version and, with an LSTM,
+    the recurrent state the learner needs), reset_episodes (worker hook), update (V-trace actor-critic step on a
+    time-major batch of unrolls), weights (with their version)."""
+
+    def __init__(self, cfg: IMPALAConfig, seed: int = 0, name: str = "impala_agent") -> None:
+        super().__init__(name)
+        self.cfg = cfg
+        if cfg.loss_reduction not in ("mean", "sum"):
+            raise ConfigError(f"algo.loss_reduction={cfg.loss_reduction}: not one of mean, sum.")
+        self.network = IMPALANetwork(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.use_lstm,
+                                     cfg.lstm_size, cfg.shared_torso, cfg.orthogonal_init, name="network")
+        self.optimizer = self._make_optimizer(cfg)
+        self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps learnt on (LR schedule)
+        self.register_buffer("updates", torch.zeros((), dtype=torch.int64))  # learner updates = weights version
+        self._acting_state: State = None  # per env copy, while acting (not a buffer: never synced)
+
+    @staticmethod
+    def _make_optimizer(cfg: IMPALAConfig) -> Component:
+        """One RMSProp (Espeholt et al. 2018) or Adam step per learner batch."""
+        if cfg.optimizer == "rmsprop":
+            kwargs = {"alpha": cfg.rmsprop_alpha, "eps": cfg.optimizer_eps, "momentum": cfg.rmsprop_momentum}
+        elif cfg.optimizer == "adam":
+            kwargs = {"eps": cfg.optimizer_eps}
+        else:
+            raise ConfigError(f"algo.optimizer={cfg.optimizer}: not one of rmsprop, adam.")
+        return GradientStep(cfg.optimizer, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, **kwargs)
+
+    def torch_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        if not isinstance(actions, (sp.Discrete, sp.Box)):
+            raise ConfigError(f"algo={self.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
+        self.action_space = actions
+        self.continuous = isinstance(actions, sp.Box)
+        self.build_child(self.network, obs=obs, actions=actions)
+        self.optimizer.attach(self.network.parameters())
+        if self.continuous:  # samples are clipped to the bounds for the env; the learner uses the raw sample
+            self.register_buffer("action_low", torch.as_tensor(actions.low, dtype=torch.float32))
+            self.register_buffer("action_high", torch.as_tensor(actions.high, dtype=torch.float32))
+        self.output_spaces["get_actions"] = actions
+
+    # ------------------------------------------------------------------ acting
+
+    @api
+    def get_actions(self, obs: Any, explore: bool = True) -> Any:
+        """``explore=False``: the mode of the policy (clipped to a Box's bounds). ``explore=True``: a sample, as
+        ``(actions, extras)`` with the behaviour policy's ``log_prob`` [B], its parameters (``behaviour_logits``
+        [B, A], or ``behaviour_mean``/``behaviour_log_std`` for Box actions, with the unclipped ``raw_action``),
+        the ``weights_version`` [B] acted with, and with an LSTM the state before the step (``state_0``,
+        ``state_1``, ... [B, H]: see :data:`State`). With an LSTM both modes advance the per-copy recurrent state."""
+        state = None
+        if self.cfg.use_lstm:
+            state = self._acting_state
+            batch = _batch_size(obs)
+            if state is None or state[0].shape[0] != batch:  # first call, or another number of env copies
+                state = self.network.initial_state(batch)
+            elif state[0].is_inference() and not torch.is_inference_mode_enabled():
+                state = tuple(s.clone() for s in state)  # acted in a worker's inference mode, used outside it
+        params, _, new_state = self.network.unroll(_add_time(obs), state)
+        params = _drop_time(params)
+        self._acting_state = new_state
+        dist = make_distribution(self.action_space, params)
+        if not explore:
+            return self._clip(dist.deterministic())
+        sample = dist.sample()
+        extras = {"log_prob": dist.log_prob(sample),
+                  "weights_version": self.updates.expand(sample.shape[0]).clone()}
+        if self.continuous:
+            extras.update(raw_action=sample, behaviour_mean=params[0], behaviour_log_std=params[1])
+        else:
+            extras["behaviour_logits"] = params
+        if state is not None:
+            extras.update({f"state_{i}": s for i, s in enumerate(state)})
+        return self._clip(sample), extras
+
+    def _clip(self, actions: torch.Tensor) -> torch.Tensor:
+        if not self.continuous:
+            return actions
+        return torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
+
+    def reset_episodes(self, done: np.ndarray) -> None:
+        """Worker hook, after every env step: zero the recurrent state of the env copies whose episode ended."""
+        if self._acting_state is None or not np.any(done):
+            return
+        h = self._acting_state[0]
+        keep = torch.as_tensor(~np.asarray(done, dtype=bool), dtype=h.dtype, device=h.device).unsqueeze(-1)
+        self._acting_state = tuple(s * keep for s in self._acting_state)
+
+    def acting_state(self) -> State:
+        """The per-env-copy recurrent state while acting (None before the first step or without an LSTM)."""
+        return None if self._acting_state is None else tuple(t.clone() for t in self._acting_state)
+
+    def set_acting_state(self, state: State) -> None:
+        self._acting_state = None if state is None else tuple(t.clone() for t in state)
+
+    # ------------------------------------------------------------------ learning
+
+    def remaining(self) -> float:
+        """The share of the LR schedule still ahead: ``1 - env_steps / total_env_steps``, at least 0."""
+        if not self.cfg.total_env_steps:
+            return 1.0
+        return max(0.0, 1.0 - int(self.env_steps) / float(self.cfg.total_env_steps))
+
+    def set_learning_rate(self) -> float:
+        """Put the learning rate into the optimizer (``lr``, annealed linearly to 0 when ``anneal_lr``)."""
+        lr = float(self.cfg.lr) * (self.remaining() if self.cfg.anneal_lr else 1.0)
+        for group in self.torch_optimizer().param_groups:
+            group["lr"] = lr
+        return lr
+
+    def _first_and_state(self, rollout: dict[str, Any]) -> tuple[torch.Tensor | None, State]:
+        """The learner's LSTM inputs: ``first`` [T, B] (step t starts an episode: ``done[t - 1]``; at t = 0 the
+        recorded state is already reset) and the state recorded before each unroll's first step."""
+        if not self.cfg.use_lstm:
+            return None, None
+        done = rollout["terminated"] | rollout["truncated"]
+        first = torch.zeros_like(done)
+        first[1:] = done[:-1]
+        n = len(self.network.initial_state(1))
+        return first, tuple(rollout[f"state_{i}"][0] for i in range(n))
+
+    def targets_inputs(self, rollout: dict[str, Any], final_state: State, state0: State,
+                       first: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(rewards, discounts, bootstrap_value)`` for V-trace under the current weights (no gradient):
+        ``discounts = gamma (1 - done)``; at a truncation (not a termination) the reward gets
+        ``+ gamma V(s'_t)`` of the episode's final observation ``next_obs[t]``; ``bootstrap_value`` is
+        V(``next_obs[T - 1]``) (with an LSTM: from the state after step T - 1)."""
+        cfg = self.cfg
+        rewards = rollout["rewards"].float()
+        terminated = rollout["terminated"].to(rewards.dtype)
+        truncated_only = rollout["truncated"].to(rewards.dtype) * (1.0 - terminated)
+        done = torch.clamp(terminated + rollout["truncated"].to(rewards.dtype), max=1.0)
+        T, B = rewards.shape
+        next_obs = rollout["next_obs"]
+        with torch.no_grad():
+            _, v_last, _ = self.network.unroll(_tree(lambda x: x[T - 1:T], next_obs), final_state)
+            bootstrap = v_last[0]
+            next_values = torch.zeros_like(rewards)
+            next_values[T - 1] = bootstrap
+            mid = truncated_only[:T - 1].bool()
+            if mid.any():
+                if not cfg.use_lstm:  # all truncated rows at once, as one batch of observations
+                    rows = _tree(lambda x: x[:T - 1][mid], next_obs)
+                    next_values[:T - 1][mid] = self.network.unroll(_add_time(rows))[1][0]
+                else:  # rare: the state after step t of copy b, by unrolling that copy up to t
+                    for t, b in torch.nonzero(mid).tolist():
+                        col = slice(b, b + 1)
+                        prefix = _tree(lambda x, t=t, col=col: x[:t + 1, col], rollout["obs"])
+                        _, _, s = self.network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
+                        final_obs = _tree(lambda x, t=t, col=col: x[t:t + 1, col], next_obs)
+                        v = self.network.unroll(final_obs, s)[1]
+                        next_values[t, b] = v[0, 0]
+        rewards = rewards + cfg.gamma * truncated_only * next_values
+        return rewards, cfg.gamma * (1.0 - done), bootstrap
+
+    def _actions(self, rollout: dict[str, Any]) -> torch.Tensor:
+        return rollout["raw_action"] if self.continuous else rollout["actions"]
+
+    @api
+    def update(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """One gradient step on a time-major batch of unrolls ``[T, B, ...]`` (``rollout_from_samples``): keys
+        obs, actions, rewards, next_obs, terminated, truncated and the extras ``get_actions`` recorded. Returns
+        the loss terms (``loss`` before the step) and V-trace statistics."""
+        rollout, cfg = batch, self.cfg
+        lr = self.set_learning_rate()
+        first, state0 = self._first_and_state(rollout)
+        actions = self._actions(rollout)
+        stats: dict[str, Any] = {}
+
+        def loss_fn() -> tuple[torch.Tensor, dict]:
+            params, values, final_state = self.network.unroll(rollout["obs"], state0, first)
+            rewards, discounts, bootstrap = self.targets_inputs(
+                rollout, None if final_state is None else tuple(s.detach() for s in final_state), state0, first)
+            dist = make_distribution(self.action_space, params)
+            log_probs = dist.log_prob(actions)
+            t = impala_loss(log_probs, rollout["log_prob"], rewards, discounts, values, bootstrap, dist.entropy(),
+                            vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, clip_rho_threshold=cfg.clip_rho_threshold,
+                            clip_pg_rho_threshold=cfg.clip_pg_rho_threshold, reduction=cfg.loss_reduction)
+            rhos = torch.exp(log_probs.detach() - rollout["log_prob"])
+            stats.update(values=values.detach(), vs=t.vs)
+            return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
+                             "policy/entropy": t.entropy.detach(), "vtrace/vs_mean": t.vs.mean(),
+                             "vtrace/rho_mean": rhos.mean(),
+                             "vtrace/rho_clipped_fraction": (rhos > (cfg.clip_rho_threshold or math.inf))
+                             .float().mean()}
+
+        info = self.optimizer.step(loss_fn)
+        self.env_steps += int(rollout["rewards"].numel())
+        self.updates += 1
+        info["learn/lr"] = lr
+        info["value/explained_variance"] = explained_variance(stats["values"].flatten(), stats["vs"].flatten())
+        return info
+
+    # ------------------------------------------------------------------ weights
+
+    @api
+    def get_weights(self) -> dict[str, Any]:
+        """The acting policy's weights (the network, detached copies) and their version (learner updates)."""
+        return {"network": {k: v.detach().clone() for k, v in self.network.state_dict().items()},
+                "weights_version": self.updates.detach().clone()}
+
+    @api
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        self.network.load_state_dict(weights["network"])
+        self.updates.copy_(weights["weights_version"])
+
+
+# ---------------------------------------------------------------------------------------------------- plan
+
+
+class IMPALA(Algorithm):
+    """The plan: unrolls as they arrive (``sample_async``); every ``batch_size`` env-copy unrolls, one learner
+    update on them and a weight sync to the workers that produced them."""
+
+    agent_class: type[Component] = IMPALAAgent
+
+    def __init__(self, cfg: IMPALAConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
+        super().__init__(cfg, spec, executor, device, seed)
+        if cfg.unroll_length < 1 or cfg.batch_size < 1:
+            raise ConfigError(f"algo.unroll_length={cfg.unroll_length} and algo.batch_size={cfg.batch_size}: both "
+                              f"must be at least 1.")
+        self.agent = self.make_agent(cfg, spec, seed).to(device)
+        self.policy_factory = policy_factory(type(self), cfg, spec)
+        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
+        self.workers.sync_weights()  # workers with policies of their own start from the learner's weights
+        self.timer = executor.timer
+        # Worker batches (of num_envs_per_worker env-copy unrolls each) per learner update, rounded up.
+        # (``rlrun eval``/``export`` restore the plan with an executor that has no workers: 1 there.)
+        per_worker = int(getattr(executor, "num_envs_per_worker", 1))
+        self.batches_per_update = max(1, math.ceil(cfg.batch_size / per_worker))
+        self.env_steps = 0
+        self.gradient_steps = 0
+
+    @classmethod
+    def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Component:
+        if not isinstance(spec.action_space, (sp.Discrete, sp.Box)):
+            raise ConfigError(f"algo={cfg.name} needs a Discrete or Box action space, but env {spec.id} has "
+                              f"{sp.describe(spec.action_space)}.")
+        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+
+    @classmethod
+    def make_worker_policy(cls, cfg: Any, spec: EnvSpec, worker_index: int) -> Component:
+        """What a remote (or, with several local workers, an in-process) rollout worker acts with: the agent,
+        seeded by the worker index (``rlrun.algos.ppo.policy_factory``)."""
+        return cls.make_agent(cfg, spec, worker_index)
+
+    @property
+    def updates(self) -> int:
+        return int(self.agent.updates)
+
+    def training_step(self) -> IterationResult:
+        """One learner update: take unrolls as they arrive until ``batches_per_update`` worker samples are held,
+        learn on them, send the new weights to the workers that produced them (inside the loop, so the last
+        one's next request carries them), and stop taking unrolls (those that arrive meanwhile wait for the next
+        step: one update per step however fast the workers are)."""
+        result = IterationResult()
+        batches: list[Any] = []
+        workers: list[int] = []
+        need = self.batches_per_update
+        with contextlib.closing(self.workers.sample_async(self.cfg.unroll_length, min_batches=need)) as arriving:
+            for batch, worker in arriving:
+                result.add_batch(batch)
+                batches.append(batch)
+                workers.append(worker)
+                if len(batches) == need:
+                    info = self._learn(batches)
+                    self.workers.sync_weights(worker_ids=sorted(set(workers)))
+                    break
+            else:
+                raise RuntimeError(f"the worker set's sample_async ended after {len(batches)} of {need} samples")
+        self.env_steps += result.env_steps
+        lag_mean, lag_max = info.pop("lags")
+        renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
+        result.metrics.update({renamed.get(k, k): float(v) for k, v in info.items()})
+        result.metrics["learn/policy_lag_mean"] = lag_mean
+        result.metrics["learn/policy_lag_max"] = lag_max
+        result.metrics["learn/updates"] = self.updates
+        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        return result
+
+    def _learn(self, batches: list[Any]) -> dict[str, Any]:
+        """One learner update on ``batches`` (side by side along B); its info with ``lags``: the mean and max
+        policy lag of the rows (learner updates before this one minus the weights version acted with)."""
+        with self.timer("learn"):
+            rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
+            lag = (self.updates - rollout.pop("weights_version")).float()
+            info = self.agent.update(rollout)
+        self.gradient_steps += int(info.pop("gradient_steps", 1))
+        info["lags"] = (float(lag.mean()), float(lag.max()))
+        return info
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights, optimizer, counters and the acting recurrent state (exact on executor=local; on Ray the
+        unrolls in flight are not in it)."""
+        return {"agent": self.agent.state_dict(), "env_steps": self.env_steps,
+                "gradient_steps": self.gradient_steps, "acting_state": self.agent.acting_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.env_steps = int(state["env_steps"])
+        self.gradient_steps = int(state["gradient_steps"])
+        self.agent.set_acting_state(state.get("acting_state"))
