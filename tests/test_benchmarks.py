@@ -232,7 +232,10 @@ def test_benchmarks_wait_for_what_does_not_exist_yet() -> None:
     assert ready.unavailable() == []
     assert "benchmarks.no_such_module is not there" in unwritten.unavailable()[0]
     not_runnable = {b.name for b in SUITE if b.unavailable()}
-    assert {"scaling", "pong_long"} <= not_runnable  # listed, never faked
+    assert "pong_long" in not_runnable  # listed, never faked (this machine has no GPU)
+    from rlrun.registry import registry
+
+    assert ("scaling" in not_runnable) == ("apex" not in registry.names("algo"))
 
 
 def test_the_ci_set_and_its_judgement() -> None:
