@@ -1,11 +1,15 @@
 """The DQN agent with the Nature CNN or the MLP (``algo.network``), and the same Q-networks written by hand in
-plain PyTorch, with the agent's weights copied in: the "bare" side of the learner and sampling benchmarks."""
+plain PyTorch, with the agent's weights copied in: the "bare" side of the learner and sampling benchmarks.
+
+:func:`bare_torso` writes out every torso rlrun has (Nature CNN, IMPALA ResNet, MLP) as a plain ``nn.Sequential``
+with the same layer order as rlrun's, so :func:`copy_weights` can copy an agent's torso into it (the learner
+benchmark's actor-critic, dueling and SAC references build on it)."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -29,29 +33,71 @@ def dqn_agent(obs_space: sp.Space, actions: sp.Discrete, network: str, seed: int
     return DQNAgent(cfg, seed).build(obs=obs_space, actions=actions)
 
 
-def bare_q_network(obs_space: sp.Box, num_actions: int, network: str, hidden_sizes: list[int] = (64, 64)
-                   ) -> nn.Sequential:
-    """The Q-network written by hand: Nature CNN (Mnih et al. 2015: conv 32x8x8/4, 64x4x4/2, 64x3x3/1, fc 512)
-    or an MLP, then a linear layer to the action values. Input: float observations (see :func:`bare_input`)."""
+class BareResidualBlock(nn.Module):
+    """``x + conv1(relu(conv0(relu(x))))``, 3x3 convs keeping the size (Espeholt et al. 2018, Fig. 3)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
+
+
+def bare_torso(obs_space: sp.Box, network: str, hidden_sizes: Sequence[int] = (64, 64), activation: str = "relu"
+               ) -> nn.Sequential:
+    """A torso written by hand, float input (see :func:`bare_input`) -> features:
+
+    - ``nature_cnn`` (Mnih et al. 2015): conv 32x8x8/4, 64x4x4/2, 64x3x3/1, fc 512, ReLUs;
+    - ``impala_resnet`` (Espeholt et al. 2018, Fig. 3 right): per stack of 16, 32, 32 channels conv 3x3 ->
+      max-pool 3x3/2 (padding 1) -> 2 residual blocks; then ReLU, fc 256, ReLU;
+    - ``mlp``: Linear + ``activation`` per hidden size.
+    """
     if network == "nature_cnn":
         c, h, w = obs_space.shape
         for kernel, stride in ((8, 4), (4, 2), (3, 1)):
             h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
         return nn.Sequential(
             nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(),
-            nn.Linear(64 * h * w, 512), nn.ReLU(), nn.Linear(512, num_actions))
-    layers: list[nn.Module] = []
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(), nn.Linear(64 * h * w, 512), nn.ReLU())
+    if network == "impala_resnet":
+        c, h, w = obs_space.shape
+        layers: list[nn.Module] = []
+        for out in (16, 32, 32):
+            layers += [nn.Conv2d(c, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),
+                       BareResidualBlock(out), BareResidualBlock(out)]
+            c, h, w = out, (h + 1) // 2, (w + 1) // 2
+        return nn.Sequential(*layers, nn.ReLU(), nn.Flatten(), nn.Linear(c * h * w, 256), nn.ReLU())
+    if network != "mlp":
+        raise ValueError(f"no hand-written torso for network={network}")
+    act = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}[activation]
+    layers = []
     width = int(np.prod(obs_space.shape))
     for size in hidden_sizes:
-        layers += [nn.Linear(width, size), nn.ReLU()]
+        layers += [nn.Linear(width, size), act()]
         width = size
-    return nn.Sequential(*layers, nn.Linear(width, num_actions))
+    return nn.Sequential(*layers)
+
+
+def torso_width(torso: nn.Sequential) -> int:
+    """Features out of a :func:`bare_torso` (the last Linear's width)."""
+    return [m for m in torso if isinstance(m, nn.Linear)][-1].out_features
+
+
+def bare_q_network(obs_space: sp.Box, num_actions: int, network: str, hidden_sizes: Sequence[int] = (64, 64)
+                   ) -> nn.Sequential:
+    """The Q-network written by hand: :func:`bare_torso` (ReLU MLP or a CNN), then a linear layer to the action
+    values. Input: float observations (see :func:`bare_input`)."""
+    torso = bare_torso(obs_space, network, hidden_sizes, "relu")
+    return nn.Sequential(*torso, nn.Linear(torso_width(torso), num_actions))
 
 
 def bare_input(obs: torch.Tensor, network: str) -> torch.Tensor:
-    """What a hand-written script feeds its network: uint8 frames scaled to [0, 1], vectors as float."""
-    if network == "nature_cnn":
+    """What a hand-written script feeds its network: uint8 frames scaled to [0, 1] (leading ranks folded into
+    one), vectors as float."""
+    if network in ("nature_cnn", "impala_resnet"):
+        obs = obs.reshape(-1, *obs.shape[-3:])
         return obs.to(torch.float32) * (1.0 / 255.0)
     return obs.reshape(obs.shape[0], -1).to(torch.float32)
 
