@@ -28,7 +28,14 @@ from typing import Any
 import torch
 
 from rlrun.algos.base import IterationResult
-from rlrun.algos.ppo import PPO, PPOAgent, _flatten_time, explained_variance, rollout_from_samples
+from rlrun.algos.ppo import (
+    PPO,
+    PPOAgent,
+    _flatten_time,
+    explained_variance,
+    rollout_from_samples,
+    truncation_aware_gae,
+)
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.optimizers import GradientStep
@@ -99,21 +106,41 @@ class A2CAgent(PPOAgent):
         gradient step on the A2C loss over all ``T * B`` steps (through the device strategy's update if set)."""
         rollout = batch if batch is not None else self._collected()
         lr = self.set_learning_rate()
-        loss_fn, data, values, ret = self.loss_fn(rollout)
         if self._update_strategy is None:
-            info = self.optimizer.step(lambda: loss_fn(data))
-        else:
+            loss, info, values, ret = self.one_pass_loss(rollout)
+            info = self.optimizer.step(lambda: (loss, info))
+        else:  # the strategy cuts the rows into shards: a loss of rows, after a separate value pass
+            loss_fn, data, values, ret = self.loss_fn(rollout)
             info = self._update_strategy.step(self.optimizer, loss_fn, data)
         self.env_steps += int(ret.numel())
         info["learn/lr"] = lr
         info["value/explained_variance"] = explained_variance(values.flatten(), ret)
         return info
 
+    def one_pass_loss(self, rollout: dict[str, Any]) -> tuple[torch.Tensor, dict, torch.Tensor, torch.Tensor]:
+        """``(loss, info, values, returns)``: the A2C loss over the whole rollout with *one* forward pass, whose
+        detached values feed the advantages (the same numbers as :meth:`loss_fn`'s separate value pass at these
+        weights, at half the forward work); only the bootstrap observations get a value pass of their own."""
+        T, B = rollout["rewards"].shape
+        actions = rollout["raw_action"] if self.continuous else rollout["actions"]
+        params, v = self.network(_flatten_time(rollout["obs"]))
+        values = v.detach().reshape(T, B)
+        with torch.no_grad():
+            adv, ret = truncation_aware_gae(rollout["rewards"].float(), values, self.bootstrap_values(rollout),
+                                            rollout["terminated"], rollout["truncated"], self.cfg.gamma,
+                                            self.cfg.gae_lambda)
+        dist = make_distribution(self.action_space, params)
+        cfg = self.cfg
+        t = a2c_loss(dist.log_prob(_flatten_time(actions)), adv.reshape(-1), v, ret.reshape(-1), dist.entropy(),
+                     vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
+        info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
+                "policy/entropy": t.entropy.detach()}
+        return t.total, info, values, ret.reshape(-1)
+
     def compute_gradients(self, rollout: dict[str, Any]) -> tuple[list[torch.Tensor], dict[str, Any]]:
         """The gradient of the A2C loss on ``rollout`` w.r.t. the network's parameters (in the optimizer's order),
         without a step: what an A3C worker sends; ``info`` as :meth:`update`'s, for the learner to log."""
-        loss_fn, data, values, ret = self.loss_fn(rollout)
-        loss, info = loss_fn(data)
+        loss, info, values, ret = self.one_pass_loss(rollout)
         params = [p for p in self.network.parameters() if p.requires_grad]
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
