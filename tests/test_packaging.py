@@ -24,6 +24,9 @@ def test_non_editable_install_ships_configs_and_runs(tmp_path: Path) -> None:
                     "--target", str(site), str(ROOT)], check=True, capture_output=True)
     assert (site / "rlrun" / "conf" / "config.yaml").exists()
     assert (site / "rlrun" / "conf" / "algo" / "dqn.yaml").exists()
+    shipped = {p.relative_to(site / "rlrun" / "conf") for p in (site / "rlrun" / "conf").rglob("*.yaml")}
+    ours = {p.relative_to(ROOT / "conf") for p in (ROOT / "conf").rglob("*.yaml")}
+    assert ours - shipped == set(), "config files missing from the wheel (pyproject package-data globs)"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code = ("import sys, rlrun; print('FROM', rlrun.__file__); sys.argv = ['rlrun', '--cfg', 'job', 'seed=5']; "

@@ -104,9 +104,14 @@ def test_image_torsos_build_and_update(network: str) -> None:
     assert agent.get_actions(torch.as_tensor(frames), explore=False).shape == (4,)
 
 
-def test_pong_smoke_run(tmp_path: Path) -> None:
-    """A few hundred frames of Pong under the DeepMind protocol with the Nature CNN: frames = 4 x env steps."""
-    summary = run_experiment(compose(["env=pong", "algo.network=nature_cnn", "algo.learning_starts=64",
+@pytest.mark.parametrize("executor", [["executor=local"], ["executor=ray", "executor.num_cpus=2",
+                                                          "executor.num_workers=1"]], ids=["local", "ray"])
+def test_pong_smoke_run(tmp_path: Path, executor: list[str]) -> None:
+    """A few hundred frames of Pong under the DeepMind protocol with the Nature CNN of the Atari preset
+    (conf/algo_env/dqn_atari.yaml), on both executors: frames = 4 x env steps."""
+    preset = compose(["env=pong"]).algo
+    assert (preset.network, preset.lr, preset.batch_size, preset.huber_delta) == ("nature_cnn", 1e-4, 32, 1.0)
+    summary = run_experiment(compose(["env=pong", *executor, "algo.learning_starts=64",
                                       "algo.batch_size=8", "algo.buffer_size=512", "algo.rollout_steps=8",
                                       "algo.train_every=8", "stop.env_steps=160", "logger=none",
                                       "export.formats=[]"]), tmp_path / "run")

@@ -424,3 +424,20 @@ def test_cli_graph_prints_the_agent(workdir: Path):
     assert out.startswith("# ppo on CartPole-v1")
     for name in ("ppo_agent", "network", "torso", "critic_torso", "head"):
         assert name in out, out
+
+
+@pytest.mark.parametrize("executor", [["executor=local", "executor.num_envs=2"],
+                                      ["executor=ray", "executor.num_cpus=2", "executor.num_workers=1",
+                                       "executor.num_envs_per_worker=2"]], ids=["local", "ray"])
+def test_pong_preset_smoke(tmp_path: Path, executor: list[str]):
+    """rlrun algo=ppo env=pong applies conf/algo_env/ppo_atari.yaml (CleanRL's Atari PPO: a shared Nature CNN,
+    8 env copies); a tiny run of it (2 copies, 16-step rollouts) learns on Pong frames on both executors."""
+    preset = compose(["algo=ppo", "env=pong"])
+    assert (preset.algo.network, preset.algo.shared_torso, preset.algo.rollout_steps, preset.executor.num_envs) == (
+        "nature_cnn", True, 128, 8)
+    assert compose(["algo=ppo", "env=pong", "executor=ray"]).executor.num_envs_per_worker == 4
+    cfg = compose(["algo=ppo", "env=pong", *executor, "algo.rollout_steps=16", "algo.num_epochs=1",
+                   "algo.minibatch_size=32", "stop.env_steps=64", "logger=none", "export.formats=[]",
+                   "checkpoint.at_end=false"])
+    summary = run_experiment(cfg, tmp_path / "run")
+    assert summary["stop_reason"] == "env_steps" and summary["env_steps"] == 64 and summary["frames"] == 256
