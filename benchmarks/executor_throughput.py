@@ -21,13 +21,26 @@ its workers (Pong, two workers), split into ``ray.init`` and worker start; **mem
 proportional (PSS, shared pages split between processes) memory of the Ray processes at that moment (the
 cluster's daemons and the two workers; not this driver).
 
+**envpool settings** (``pong+envpool:N``: ``env=pong env.backend=envpool``, the same DeepMind protocol stepped
+in envpool's C++ threads): (a) is envpool's pool of N copies (its threads on every core), and the acting sides are
+``local`` (sync), ``local_pipelined`` (``executor.vector_mode=pipelined``: two groups of N/2 copies, one stepping
+in envpool's threads while the policy acts on the other; one envpool thread per group), and Ray with the pipelined
+workers (one worker of N copies; two workers of N/2). Figure keys write ``pong+envpool`` as
+``pong_envpool``. The serial limit stays ``1/(1/a + 1/b)`` with (b) at batch N (a pipelined worker's
+forward sees N/2 observations, a little slower per observation, so this limit is the stricter one); overlapping
+env stepping and inference on two cores is how a pipelined worker can pass it. ``vs_rllib_peer/...`` divides
+frames/s by RLlib's 2.6k frames/s (:data:`RLLIB_PEER_FRAMES_PER_S`). ``cpu_ms_per_step/...`` (local sides and
+(a), (b)) is this process's CPU time (all its threads, envpool's included) per agent step: what a step costs
+whatever else runs on the cores; ``cpu_bound/...`` = cores / that cost is the rate the cost allows with every
+core free (a ceiling derived from CPU time, not a wall-clock measurement).
+
 **Dynamic batching** (TorchBeast/IMPALA style; ``--batching``): two env-worker processes of n Pong copies each,
 exchanging observations and actions with this process through shared memory; either this process runs one
 forward on the 2n observations of both (central, batched inference), or each worker runs its own forward on n
 (per-worker inference, what rlrun's workers do). Both built the same way, so the ratio is the gain of batching.
 
-    python -m benchmarks.executor_throughput [--quick] [--seconds S] [--rounds N] [--settings pong:8,cartpole:8]
-                                             [--no-batching]
+    python -m benchmarks.executor_throughput [--quick] [--seconds S] [--rounds N]
+                                             [--settings pong:8,pong+envpool:64,cartpole:8] [--no-batching]
 """
 
 from __future__ import annotations
@@ -47,7 +60,23 @@ from benchmarks.common import load_average, write_result
 from rlrun import spaces as sp
 
 ROLLOUT_STEPS = 16  # agent steps per env copy per sample() call (DQN's default algo.rollout_steps)
-SETTINGS = (("pong", 8), ("cartpole", 8))
+SETTINGS = (("pong", 8), ("pong+envpool", 64), ("cartpole", 8))
+RLLIB_PEER_FRAMES_PER_S = 2600.0
+"""RLlib 2.60 PPO sampling Pong with 2 env runners on this machine class (issue 4; MEASURED.md): ~650 agent steps/s
+= 2.6k frames/s (its own 64x64 Atari preprocessing), ~17 s from ``ray.init`` to its first sample."""
+
+
+RLLIB_PEER_STARTUP_S = 17.0  # RLlib's ray.init -> first sample, same source
+
+
+def python_imports_seconds() -> float:
+    """Wall seconds of a fresh ``python -c "import torch, gymnasium, ale_py"``: what every rollout worker process
+    pays before it can build its policy and env copies (part of Ray's worker start-up)."""
+    import subprocess
+
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch, gymnasium, ale_py"], check=True, capture_output=True)
+    return round(time.perf_counter() - start, 2)
 
 
 # ---------------------------------------------------------------------------------------------------- policies
@@ -110,21 +139,27 @@ def serial_limit(env_rate: float, policy_rate: float) -> float:
     return 1.0 / (1.0 / env_rate + 1.0 / policy_rate)
 
 
-def timed(step: Any, seconds: float) -> float:
-    """Units per second of ``step() -> units`` called for ``seconds``."""
-    units, start = 0, time.perf_counter()
+def timed(step: Any, seconds: float, cpu: list[float] | None = None) -> float:
+    """Units per second of ``step() -> units`` called for ``seconds``; appends this process's CPU seconds per unit
+    (all threads) to ``cpu`` when given."""
+    units, start, cpu0 = 0, time.perf_counter(), time.process_time()
     while True:
         units += step()
         elapsed = time.perf_counter() - start
         if elapsed >= seconds:
+            if cpu is not None:
+                cpu.append((time.process_time() - cpu0) / units)
             return units / elapsed
 
 
-def compose_env(env: str) -> Any:
+def compose_env(env: str, *overrides: str) -> Any:
+    """The env factory of ``env``: an option of the env config group, ``+<backend>`` for another backend
+    (``pong+envpool``: ``env=pong env.backend=envpool``), then config ``overrides`` (``env.envpool_threads=1``)."""
     from rlrun.graph_command import compose
     from rlrun.registry import registry
 
-    cfg = compose([f"env={env}"])
+    name, _, backend = env.partition("+")
+    cfg = compose([f"env={name}", *([f"env.backend={backend}"] if backend else []), *overrides])
     return registry.build("env", cfg.env.name, cfg.env)
 
 
@@ -139,6 +174,16 @@ def _proc_children() -> dict[int, list[int]]:
                 continue
             children.setdefault(ppid, []).append(int(name))
     return children
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and of its waited-for children, from /proc (0 where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _memory_kib(pid: int) -> tuple[int, int]:
@@ -158,7 +203,7 @@ def _memory_kib(pid: int) -> tuple[int, int]:
 
 def ray_memory() -> dict[str, Any]:
     """RSS and PSS (MiB) of the Ray processes of the cluster this process started: its daemons (gcs, raylet, ...)
-    and their descendants (the workers); this driver excluded."""
+    and their descendants (the workers); this driver excluded. Also ``cpu_s``: the CPU seconds they have used."""
     import ray._private.worker as ray_worker
 
     node = ray_worker._global_node
@@ -173,7 +218,7 @@ def ray_memory() -> dict[str, Any]:
         todo += tree.get(pid, [])
     mem = [_memory_kib(p) for p in pids]
     return {"processes": len(pids), "rss_mib": round(sum(r for r, _ in mem) / 1024, 1),
-            "pss_mib": round(sum(p for _, p in mem) / 1024, 1)}
+            "pss_mib": round(sum(p for _, p in mem) / 1024, 1), "cpu_s": round(sum(_cpu_seconds(p) for p in pids), 2)}
 
 
 # ---------------------------------------------------------------------------------------------------- a setting
@@ -196,53 +241,55 @@ class Setting:
         self.executors: dict[str, Any] = {}
         self.worker_sets: dict[str, Any] = {}
 
-    def add(self, label: str, name: str, **cfg: Any) -> tuple[float, float]:
-        """Build executor ``name`` (config overrides ``cfg``) and its worker set; (executor build seconds, seconds
-        from then to its first rollout)."""
+    def add(self, label: str, name: str, env_overrides: tuple[str, ...] = (), **cfg: Any) -> tuple[float, float]:
+        """Build executor ``name`` (config overrides ``cfg``; its env factory with ``env_overrides``) and its worker
+        set; (executor build seconds, seconds from then to its first rollout)."""
         from omegaconf import OmegaConf
 
         from rlrun.config import LocalExecutorConfig, RayExecutorConfig
         from rlrun.registry import registry
 
         schema = LocalExecutorConfig if name == "local" else RayExecutorConfig
+        factory = compose_env(self.env, *env_overrides) if env_overrides else self.factory
         t0 = time.perf_counter()
-        executor = registry.build("executor", name, OmegaConf.structured(schema(**cfg)), self.factory, self.seed)
+        executor = registry.build("executor", name, OmegaConf.structured(schema(**cfg)), factory, self.seed)
         t1 = time.perf_counter()
-        factory = GreedyQFactory(self.spec.observation_space, self.spec.action_space)
-        ws = executor.worker_set(self.policy, "cpu", policy_factory=factory)
+        ws = executor.worker_set(self.policy, "cpu",
+                                 policy_factory=GreedyQFactory(self.spec.observation_space, self.spec.action_space))
         ws.sample(1, explore=False)
         t2 = time.perf_counter()
         self.executors[label], self.worker_sets[label] = executor, ws
         return t1 - t0, t2 - t1
 
-    def raw_env(self, seconds: float) -> float:
+    def raw_env(self, seconds: float, cpu: list[float] | None = None) -> float:
         def step() -> int:
             self.envs.step(self.actions[self.k & 4095])
             self.k += 1
             return self.num_envs
 
-        return timed(step, seconds)
+        return timed(step, seconds, cpu)
 
-    def bare_policy(self, seconds: float) -> float:
+    def bare_policy(self, seconds: float, cpu: list[float] | None = None) -> float:
         obs = np.ascontiguousarray(self.obs)
         with torch.inference_mode():
-            return timed(lambda: (bare_act(self.bare, obs), self.num_envs)[1], seconds)
+            return timed(lambda: (bare_act(self.bare, obs), self.num_envs)[1], seconds, cpu)
 
-    def acting(self, label: str, seconds: float, asynchronous: bool = False) -> tuple[float, dict[str, float]]:
+    def acting(self, label: str, seconds: float, asynchronous: bool = False) -> tuple[float, dict[str, float], float]:
         """(env steps/s, share of the wall time per stage from the executor's timer: env_step and inference summed
-        over workers, transfer and wait in this process)."""
+        over workers, transfer and wait in this process; this process's CPU seconds per env step)."""
         ws, executor = self.worker_sets[label], self.executors[label]
         executor.metrics()  # reset the stage timer
-        steps, start = 0, time.perf_counter()
+        steps, start, cpu0 = 0, time.perf_counter(), time.process_time()
         while time.perf_counter() - start < seconds:
             if asynchronous:
                 steps += sum(b.env_steps for b, _ in ws.sample_async(ROLLOUT_STEPS, explore=False))
             else:
                 steps += sum(b.env_steps for b in ws.sample(ROLLOUT_STEPS, explore=False))
         elapsed = time.perf_counter() - start
+        cpu = (time.process_time() - cpu0) / steps
         shares = {k[len("time/"):-2]: v / elapsed for k, v in executor.metrics().items() if k.startswith("time/")}
         ws.drain()  # leave the workers idle for the next measurement
-        return steps / elapsed, shares
+        return steps / elapsed, shares, cpu
 
     def close(self) -> None:
         self.envs.close()
@@ -358,41 +405,66 @@ def dynamic_batching(env: str, workers: int, n: int, seconds: float, central: bo
 # ---------------------------------------------------------------------------------------------------- main
 
 
+def worker_sets(env: str, num_envs: int) -> tuple[dict[str, tuple[str, dict[str, Any]]], list[str]]:
+    """The worker sets a setting builds (label -> (executor, config)) and its measured sides (a worker set's label,
+    ``_async`` appended for ``sample_async``). They live side by side (idle while another is measured): half a CPU
+    per Ray worker fits three workers into a cluster of the machine's two cores. Pipelined envpool workers get one
+    envpool thread per group (``env.envpool_threads=1``): two env threads and the torch thread on two cores."""
+    half = max(num_envs // 2, 1)
+    if env.partition("+")[2] == "envpool":
+        pipe = {"vector_mode": "pipelined", "env_overrides": ("env.envpool_threads=1",)}
+        sets = {"local": ("local", {"num_envs": num_envs}),
+                "local_pipelined": ("local", {"num_envs": num_envs, **pipe}),
+                "ray_2w_pipelined": ("ray", {"num_workers": 2, "num_envs_per_worker": half, "cpus_per_worker": 0.5,
+                                             **pipe}),
+                "ray_1w_pipelined": ("ray", {"num_workers": 1, "num_envs_per_worker": num_envs,
+                                             "cpus_per_worker": 0.5, **pipe})}
+        return sets, ["local", "local_pipelined", "ray_1w_pipelined", "ray_1w_pipelined_async",
+                      "ray_2w_pipelined_async"]
+    sets = {"local": ("local", {"num_envs": num_envs}),
+            "ray_2w": ("ray", {"num_workers": 2, "num_envs_per_worker": half, "cpus_per_worker": 0.5}),
+            "ray_1w": ("ray", {"num_workers": 1, "num_envs_per_worker": num_envs, "cpus_per_worker": 0.5})}
+    return sets, ["local", "ray_1w", "ray_1w_async", "ray_2w", "ray_2w_async"]
+
+
 def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[str, Any]) -> dict[str, Any]:
     s = Setting(env, num_envs)
-    key = f"{env}/x{num_envs}"
+    key = f"{env.replace('+', '_')}/x{num_envs}"  # MLflow metric names take no "+"
     skip = s.spec.frame_skip
-    half = max(num_envs // 2, 1)
-    # The three worker sets live side by side (idle while another is measured): half a CPU per Ray worker fits
-    # them into a cluster of the machine's cores.
-    labels = {"local": ("local", {"num_envs": num_envs}),
-              "ray_2w": ("ray", {"num_workers": 2, "num_envs_per_worker": half, "cpus_per_worker": 0.5}),
-              "ray_1w": ("ray", {"num_workers": 1, "num_envs_per_worker": num_envs, "cpus_per_worker": 0.5})}
+    labels, sides = worker_sets(env, num_envs)
+    cores = os.cpu_count() or 1
     try:
         for label, (name, cfg) in labels.items():
+            cpu0 = time.process_time()
             init_s, first_s = s.add(label, name, **cfg)
             if name == "ray" and not startup:  # the first Ray executor of the run starts the cluster
                 import ray
 
+                mem = ray_memory()
                 startup.update({"env": env, "label": label, "ray_init_s": round(init_s, 2),
                                 "workers_to_first_sample_s": round(first_s, 2),
                                 "init_to_first_sample_s": round(init_s + first_s, 2),
-                                "memory": ray_memory(), "ray_version": ray.__version__})
-        sides = ["local", "ray_1w", "ray_1w_async", "ray_2w", "ray_2w_async"]
+                                "cpu_s": round(mem.pop("cpu_s") + time.process_time() - cpu0, 2),
+                                "memory": mem, "ray_version": ray.__version__,
+                                "load_average": load_average()})
         raw, policy, limit = [], [], []
+        raw_cpu: list[float] = []
+        policy_cpu: list[float] = []
         acting: dict[str, list[float]] = {k: [] for k in sides}
+        acting_cpu: dict[str, list[float]] = {k: [] for k in sides}
         shares: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
         s.raw_env(0.3)
         s.bare_policy(0.3)
         for _ in range(rounds):
-            a, b = s.raw_env(seconds), s.bare_policy(seconds)
+            a, b = s.raw_env(seconds, raw_cpu), s.bare_policy(seconds, policy_cpu)
             raw.append(a)
             policy.append(b)
             limit.append(serial_limit(a, b))
             for side in sides:
                 label = side.removesuffix("_async")
-                rate, share = s.acting(label, seconds, asynchronous=side.endswith("_async"))
+                rate, share, cpu = s.acting(label, seconds, asynchronous=side.endswith("_async"))
                 acting[side].append(rate)
+                acting_cpu[side].append(cpu)
                 shares[side].append(share)
     finally:
         s.close()
@@ -402,13 +474,26 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[
                           *((side, acting[side]) for side in sides)):
         figures[f"{key}/env_steps_per_s/{label}"] = round(med(values), 1)
         figures[f"{key}/frames_per_s/{label}"] = round(med(values) * skip, 1)
+    figures[f"cpu_ms_per_step/{key}/raw_env"] = round(med(raw_cpu) * 1e3, 4)
+    figures[f"cpu_ms_per_step/{key}/bare_policy"] = round(med(policy_cpu) * 1e3, 4)
     for side in sides:
         per_round = zip(acting[side], limit, acting["local"], strict=True)
         figures[f"fraction_of_limit/{key}/{side}"] = round(med(x / lim for x, lim, _ in per_round), 3)
+        if env.startswith("pong"):  # the peer's figure is Pong's
+            figures[f"vs_rllib_peer/{key}/{side}"] = round(med(acting[side]) * skip / RLLIB_PEER_FRAMES_PER_S, 2)
         for stage in sorted({k for sh in shares[side] for k in sh}):
             figures[f"time_share/{key}/{side}/{stage}"] = round(med(sh.get(stage, 0.0) for sh in shares[side]), 3)
-        if side != "local":
+        if side.startswith("local"):  # every thread of a local side is in this process: its CPU time is complete
+            cpu_ms = med(acting_cpu[side]) * 1e3
+            figures[f"cpu_ms_per_step/{key}/{side}"] = round(cpu_ms, 4)
+            figures[f"cpu_bound/{key}/{side}/frames_per_s_on_{cores}_free_cores"] = round(
+                cores / cpu_ms * 1e3 * skip, 1)
+        if side.startswith("local_"):
             per_round = zip(acting[side], acting["local"], strict=True)
+            figures[f"vs_local_sync/{key}/{side}"] = round(med(x / y for x, y in per_round), 3)
+        elif side != "local":  # against the local side with the same vector mode
+            local = "local_pipelined" if "pipelined" in side else "local"
+            per_round = zip(acting[side], acting[local], strict=True)
             figures[f"ray_vs_local/{key}/{side}"] = round(med(x / y for x, y in per_round), 3)
     return figures
 
@@ -433,6 +518,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         figures.update(measure(env, int(n), rounds, seconds, startup))
         print({k: v for k, v in figures.items() if not isinstance(v, list)}, file=sys.stderr)
     figures.update({f"ray_startup/{k}": v for k, v in startup.items() if k != "memory"})
+    if startup:
+        figures["ray_startup/python_imports_s"] = python_imports_seconds()
+        figures["ray_startup/rllib_peer_init_to_first_sample_s"] = RLLIB_PEER_STARTUP_S
+    figures["rllib_peer/frames_per_s"] = RLLIB_PEER_FRAMES_PER_S
     figures.update({f"ray_memory/{k}": v for k, v in startup.get("memory", {}).items()})
     if not args.no_batching:
         n = 4

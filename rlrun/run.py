@@ -438,7 +438,8 @@ def _restore(state: dict[str, Any], algo: Any, executor: Any, loop: RunLoop) -> 
     loop.load_state_dict(state["loop"])
     if not exact:
         log.warning("resume: the checkpoint does not hold the full state of the rollout workers (env copies in "
-                    "subprocesses with executor.vector_mode=async, or a checkpoint from an older rlrun); they start "
+                    "subprocesses or threads with executor.vector_mode=async|pipelined, or a checkpoint from an older "
+                    "rlrun); they start "
                     "from fresh resets, so this resume is not exact.")
     if not state.get("replay_included", True):
         log.warning("resume: the checkpoint has no replay memory (checkpoint.replay=false); it starts empty.")

@@ -28,6 +28,12 @@ Seeding: envpool seeds its copies when the pool is created, so the pool is (re)m
 gets ``seed[i]`` (``reset(seed=s)`` gives copy i ``s + i``; an unseeded first reset gives copy i seed ``i``). The
 pool runs in sync mode (a batch is every copy), so ``reset(env_id)`` after a step is safe (calling
 ``async_reset`` while copies are still stepping can hang).
+
+Overlap: ``step`` is ``step_async`` (envpool's ``send``: the C++ threads start stepping every copy and the call
+returns) then ``step_wait`` (``recv``, then the life-loss/clipping/score bookkeeping above), the same two-phase API
+as gymnasium's ``AsyncVectorEnv``. A rollout worker with ``executor.vector_mode=pipelined`` holds two such pools
+(half its copies each) and computes one half's actions while the other half steps
+(``rlrun/execution/rollout_worker.py``).
 """
 
 from __future__ import annotations
@@ -98,6 +104,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
             full_action_space=bool(cfg.full_action_space), max_episode_steps=max_steps, episodic_life=False,
             reward_clip=False, use_fire_reset=False, use_inter_area_resize=True)
         self.pool: Any = None
+        self._stepping = False  # a step_async is waiting for its step_wait
         self.lives = np.zeros(self.num_envs, dtype=np.int64)
         self.game_score = np.zeros(self.num_envs, dtype=np.float64)
         self.game_length = np.zeros(self.num_envs, dtype=np.int64)
@@ -115,6 +122,8 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         remakes the pool, since envpool seeds copies only at creation."""
         if options:
             raise ValueError("EnvPoolVectorEnv.reset: options are not supported")
+        if self._stepping:  # collect a step still in progress: envpool cannot reset copies that are stepping
+            self.step_wait()
         if seed is not None or self.pool is None:
             if seed is None:
                 seeds = list(range(self.num_envs))
@@ -133,8 +142,23 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         return obs, {"lives": self.lives.copy(), "_lives": np.ones(self.num_envs, dtype=bool)}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        actions = np.asarray(actions)
-        obs, raw, game_terminated, truncated, info = self.pool.step(actions.astype(np.int32, copy=False))
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Hand every copy its action and return at once: envpool's C++ threads step them while this thread works
+        on (a pipelined rollout worker acts on its other copies meanwhile). :meth:`step_wait` collects the step."""
+        if self._stepping:
+            raise RuntimeError("EnvPoolVectorEnv.step_async: the previous step has not been collected (step_wait)")
+        self.pool.send(np.asarray(actions).astype(np.int32, copy=False))
+        self._stepping = True
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The step :meth:`step_async` started (blocks until every copy has stepped): what :meth:`step` returns."""
+        if not self._stepping:
+            raise RuntimeError("EnvPoolVectorEnv.step_wait: no step in progress (call step_async first)")
+        self._stepping = False
+        obs, raw, game_terminated, truncated, info = self.pool.recv()
         raw, game_terminated, truncated = raw.copy(), game_terminated.copy(), truncated.copy()
         obs, raw, game_terminated, truncated, info = _in_env_order(obs, info, raw, game_terminated, truncated)
         raw = raw.astype(np.float64)
@@ -175,6 +199,9 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         if self.pool is not None:
+            if self._stepping:
+                self.pool.recv()
+                self._stepping = False
             self.pool.close()
             self.pool = None
 

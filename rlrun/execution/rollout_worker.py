@@ -54,7 +54,8 @@ class Policy(Protocol):
 #       initial priorities here, A3C workers their gradients (into ``SampleBatch.info``).
 
 
-VECTOR_MODES = ("sync", "async", "serial")
+VECTOR_MODES = ("sync", "async", "serial", "pipelined")
+PIPELINE_GROUPS = 2  # vector_mode=pipelined: groups of env copies, one stepping while the policy acts on another
 
 
 @dataclass
@@ -122,6 +123,50 @@ def _stack(space: sp.Space, values: list[Any]) -> Any:
     return sp.unflatten(space, {k: np.concatenate([f[k] for f in flats]) for k in flats[0]})
 
 
+class EnvGroups:
+    """The env copies of a ``vector_mode=pipelined`` worker: ``groups`` vector envs of consecutive copies (group g
+    holds copies ``bounds[g][0]`` to ``bounds[g][1] - 1``, sizes differing by at most one), each made by the
+    factory's ``make_vector(n, "async")`` and stepped in two phases (``step_async`` returns at once, ``step_wait``
+    collects): envpool's C++ thread pool, or gymnasium's ``AsyncVectorEnv`` (a subprocess per copy).
+
+    Its copies live outside this thread, so (like ``async``) their state is not in checkpoints: the attribute is
+    ``groups``, not gymnasium's ``envs`` list, and ``rlrun.checkpoint.vector_env_state`` gives None."""
+
+    def __init__(self, env_factory: EnvFactory, num_envs: int, groups: int = PIPELINE_GROUPS) -> None:
+        from gymnasium.vector.utils import batch_space
+
+        from rlrun.errors import ConfigError
+
+        if num_envs < groups:
+            raise ConfigError(f"executor.vector_mode=pipelined needs at least {groups} env copies per worker (one "
+                              f"group steps while the policy acts on another); got {num_envs}.")
+        sizes = [num_envs // groups + (1 if g < num_envs % groups else 0) for g in range(groups)]
+        starts = np.cumsum([0, *sizes])
+        self.bounds = [(int(lo), int(hi)) for lo, hi in zip(starts[:-1], starts[1:], strict=True)]
+        self.num_envs = num_envs
+        self.groups: list[Any] = []
+        try:
+            for n in sizes:
+                self.groups.append(env_factory.make_vector(n, "async"))
+                if not callable(getattr(self.groups[-1], "step_wait", None)):
+                    raise ConfigError(f"executor.vector_mode=pipelined: {type(self.groups[-1]).__name__} has no "
+                                      f"step_async/step_wait (two-phase stepping); use vector_mode=sync.")
+        except BaseException:
+            self.close()
+            raise
+        self.action_space = batch_space(env_factory.spec.action_space, num_envs)
+        self.space = env_factory.spec.observation_space
+
+    def reset(self, *, seed: list[int]) -> tuple[Any, dict[str, Any]]:
+        """Reset every copy, copy i with ``seed[i]``; the observations of all copies in copy order (no infos)."""
+        obs = [g.reset(seed=list(seed[lo:hi]))[0] for g, (lo, hi) in zip(self.groups, self.bounds, strict=True)]
+        return _stack(self.space, obs), {}
+
+    def close(self) -> None:
+        for g in self.groups:
+            g.close()
+
+
 def acting_seed(seed: int, worker_index: int) -> int:
     """The seed of worker ``worker_index``'s acting random stream: mixed from the run seed and the index (numpy's
     SeedSequence), so it is neither the run seed itself (which seeded the networks' initial weights) nor another
@@ -148,7 +193,11 @@ class RolloutWorker:
     ``worker_index``: with the run seed ``acting_seed_base`` (default ``seed``) it seeds the acting random stream
     (module docstring). ``vector_mode``: sync | async (the factory's vector env) | serial (sync env copies, and the
     policy called on one observation at a time, batch 1: for debugging batching; the same transitions as sync
-    for a policy without randomness).
+    for a policy without randomness) | pipelined (the copies in two groups, :class:`EnvGroups`: the policy
+    computes one group's actions while the other group's copies step in envpool's C++ threads or in subprocesses,
+    so env stepping and inference overlap on different cores, as in Sample Factory's double-buffered sampling;
+    the policy sees half the copies per call, the transitions are those of sync for a policy without randomness,
+    and a policy with a ``reset_episodes`` hook (per-copy recurrent state) is refused).
     """
 
     def __init__(self, env_factory: EnvFactory, policy: Policy, num_envs: int, seed: int,
@@ -163,7 +212,14 @@ class RolloutWorker:
         self.device = torch.device(device)
         self.worker_index = worker_index
         self.serial = vector_mode == "serial"
-        self.envs = env_factory.make_vector(num_envs, "sync" if self.serial else vector_mode)
+        self.pipelined = vector_mode == "pipelined"
+        if self.pipelined and _hook(policy, "reset_episodes") is not None:
+            from rlrun.errors import ConfigError
+
+            raise ConfigError(f"executor.vector_mode=pipelined: the policy ({type(policy).__name__}) keeps per-copy "
+                              f"state (reset_episodes) and must act on all copies at once; use vector_mode=sync.")
+        self.envs = (EnvGroups(env_factory, num_envs) if self.pipelined
+                     else env_factory.make_vector(num_envs, "sync" if self.serial else vector_mode))
         self.envs.action_space.seed(seed)
         self.obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
         self._returns = np.zeros(num_envs, dtype=np.float64)
@@ -213,7 +269,7 @@ class RolloutWorker:
             else:
                 torch.cuda.set_rng_state(self._cuda_rng_state, self.device)
         try:
-            batch = self._sample(num_steps, explore)
+            batch = (self._sample_pipelined if self.pipelined else self._sample)(num_steps, explore)
             if self._postprocess is not None:
                 t0 = time.perf_counter()
                 batch = self._postprocess(batch)
@@ -276,6 +332,113 @@ class RolloutWorker:
                            returns, lengths, env_s, inf_s, self.num_envs,
                            {k: np.concatenate(v) for k, v in extras_l.items()}, self.obs,
                            [s for s, _ in games], [n for _, n in games])
+
+    def _sample_pipelined(self, num_steps: int, explore: bool) -> SampleBatch:
+        """:meth:`_sample` with the copies in groups (``vector_mode=pipelined``): group g's actions for step t are
+        computed while group g-1's copies step. Slot s = (t, g) in order t-major: act on slot s and start its step,
+        then collect slot s-1's step. Rows are written straight into [T, B] buffers (one copy per observation), and
+        steps are collected in copy order, so episodes and games are listed as in sync mode. ``env_seconds`` is the
+        time this thread spent starting and waiting for steps (stepping that overlapped inference is not in it)."""
+        space = self.spec.observation_space
+        groups, bounds = self.envs.groups, self.envs.bounds
+        k, t_max, n = len(groups), num_steps, self.num_envs
+        flat = sp.flatten(space, self.obs)
+        obs_buf = {key: np.empty((t_max, n, *v.shape[1:]), v.dtype) for key, v in flat.items()}
+        next_buf = {key: np.empty_like(v) for key, v in obs_buf.items()}
+        rew_buf = np.empty((t_max, n), np.float32)
+        term_buf = np.empty((t_max, n), bool)
+        trunc_buf = np.empty((t_max, n), bool)
+        act_buf: np.ndarray | None = None
+        extras_buf: dict[str, np.ndarray] = {}
+        current = [{key: v[lo:hi] for key, v in flat.items()} for lo, hi in bounds]  # each group's observations
+        returns: list[float] = []
+        lengths: list[int] = []
+        games: list[tuple[float, int]] = []
+        env_s = inf_s = 0.0
+        clock = time.perf_counter
+        leaf = not sp.is_nested(space)
+        in_flight: set[int] = set()  # groups whose step was started and not collected
+
+        def act(t: int, g: int) -> None:
+            nonlocal act_buf, env_s, inf_s
+            lo, hi = bounds[g]
+            for key, v in current[g].items():
+                obs_buf[key][t, lo:hi] = v
+            t0 = clock()
+            obs = current[g][""] if leaf else sp.unflatten(space, current[g])
+            actions = self.policy.get_actions(self._obs_to_torch(obs), explore=explore)
+            if isinstance(actions, tuple):
+                actions, extras = actions
+                for key, value in extras.items():
+                    value = value.cpu().numpy()
+                    if key not in extras_buf:
+                        extras_buf[key] = np.empty((t_max, n, *value.shape[1:]), value.dtype)
+                    extras_buf[key][t, lo:hi] = value
+            actions_np = actions.numpy() if actions.device.type == "cpu" else actions.cpu().numpy()
+            if act_buf is None:
+                act_buf = np.empty((t_max, n, *actions_np.shape[1:]), actions_np.dtype)
+            act_buf[t, lo:hi] = actions_np
+            t1 = clock()
+            groups[g].step_async(actions_np)
+            in_flight.add(g)
+            env_s += clock() - t1
+            inf_s += t1 - t0
+
+        def collect(t: int, g: int) -> None:
+            nonlocal env_s
+            lo, hi = bounds[g]
+            t0 = clock()
+            in_flight.discard(g)
+            next_obs, rewards, terminated, truncated, info = groups[g].step_wait()
+            env_s += clock() - t0
+            rew_buf[t, lo:hi] = rewards
+            term_buf[t, lo:hi] = terminated
+            trunc_buf[t, lo:hi] = truncated
+            current[g] = sp.flatten(space, next_obs)
+            for key, v in current[g].items():
+                next_buf[key][t, lo:hi] = v
+            self._returns[lo:hi] += rewards
+            self._lengths[lo:hi] += 1
+            done = terminated | truncated
+            if done.any():
+                final = info["final_obs"]
+                for i in np.flatnonzero(done):
+                    for key, v in sp.flatten(space, final[i]).items():
+                        next_buf[key][t, lo + i] = v
+                    returns.append(float(self._returns[lo + i]))
+                    lengths.append(int(self._lengths[lo + i]))
+                    self._returns[lo + i] = 0.0
+                    self._lengths[lo + i] = 0
+                if "final_info" in info:
+                    games.extend(_games_from_infos(info, done))
+
+        slots = [(t, g) for t in range(t_max) for g in range(k)]
+        with torch.inference_mode():
+            try:
+                for s, slot in enumerate(slots):
+                    act(*slot)
+                    if s >= 1:
+                        collect(*slots[s - 1])
+                collect(*slots[-1])
+            except BaseException:
+                for g in list(in_flight):  # leave no step in flight: the next call would find the copies busy
+                    try:
+                        groups[g].step_wait()
+                    except Exception:  # noqa: BLE001 - the first error is the one to report
+                        pass
+                raise
+        whole = {key: np.concatenate([c[key] for c in current]) for key in flat}
+        self.obs = whole[""] if leaf else sp.unflatten(space, whole)
+
+        def rows(buf: dict[str, np.ndarray]) -> Any:
+            out = {key: v.reshape(t_max * n, *v.shape[2:]) for key, v in buf.items()}
+            return out[""] if leaf else sp.unflatten(space, out)
+
+        assert act_buf is not None
+        return SampleBatch(rows(obs_buf), act_buf.reshape(t_max * n, *act_buf.shape[2:]), rew_buf.reshape(-1),
+                           rows(next_buf), term_buf.reshape(-1), trunc_buf.reshape(-1), returns, lengths, env_s,
+                           inf_s, n, {key: v.reshape(t_max * n, *v.shape[2:]) for key, v in extras_buf.items()},
+                           self.obs, [sc for sc, _ in games], [ln for _, ln in games])
 
     def get_state(self) -> dict[str, Any]:
         """The worker's own state between samples (current observations, episode accumulators); the env copies'
