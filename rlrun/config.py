@@ -149,6 +149,9 @@ class A2CConfig:
     """
 
     name: str = "a2c"
+    mode: str = "sync"
+    """sync: A2C, one gradient step on the rollouts of all workers | async: A3C, every worker computes the gradient
+    on its own rollout and the learner applies each as it arrives (Mnih et al. 2016; RLlib Flow's A3C)."""
     lr: float = 7e-4
     """Learning rate at env step 0 (annealed linearly to 0 over total_env_steps when anneal_lr)."""
     optimizer: str = "rmsprop"
@@ -187,6 +190,254 @@ class A2CConfig:
     """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
+
+
+@dataclass
+class TRPOConfig:
+    """TRPO (Schulman et al. 2015, "Trust Region Policy Optimization"): one natural-gradient step of the policy
+    under a KL trust region with a backtracking line search per rollout, and epochs of Adam minibatch steps on a
+    separate value network (as SB3-contrib's TRPO and Spinning Up).
+
+    The defaults are conf/algo/trpo.yaml's (kept equal to it; each cited there): rl-baselines3-zoo's
+    hyperparams/trpo.yml CartPole-v1 entry. Run it with several env copies (executor.num_envs=8).
+    """
+
+    name: str = "trpo"
+    max_kl: float = 0.01
+    """Trust-region radius delta: largest mean KL(pi_old || pi_new) per update, in nats."""
+    cg_iters: int = 10
+    """Conjugate-gradient iterations solving F x = g for the natural-gradient direction."""
+    cg_damping: float = 1e-3
+    """Damping added to the Fisher matrix, F + cg_damping * I (dimensionless)."""
+    line_search_max_backtracks: int = 10
+    """Step fractions 1, r, r^2, ... tried by the line search before the update is given up (policy unchanged)."""
+    line_search_backtrack_ratio: float = 0.8
+    """Factor r the step fraction shrinks by per line-search try, in (0, 1)."""
+    line_search_accept_ratio: float = 0.1
+    """Share of the linearly predicted surrogate improvement a step must realise to be accepted."""
+    normalize_advantage: bool = True
+    """Normalise advantages to zero mean and unit std over each rollout."""
+    lr: float = 1e-3
+    """Adam learning rate of the value function at env step 0 (the policy moves by the trust-region step)."""
+    anneal_lr: bool = False
+    """Anneal the value function's learning rate linearly to 0 over total_env_steps."""
+    total_env_steps: Optional[int] = None
+    """Env steps of the LR schedule; the YAML default is the run's budget ${stop.env_steps}; null: constant LR."""
+    adam_eps: float = 1e-5
+    """Adam's epsilon of the value optimizer."""
+    vf_epochs: int = 20
+    """Passes of the value function over each rollout (epochs of minibatch Adam steps)."""
+    vf_minibatch_size: int = 512
+    """Env steps (transitions) per value-function gradient step."""
+    gamma: float = 0.99
+    """Discount factor per agent step."""
+    gae_lambda: float = 0.98
+    """GAE lambda (Schulman et al. 2016): 1 = Monte-Carlo advantages, 0 = one-step TD errors."""
+    rollout_steps: int = 128
+    """Agent steps per env copy per update (T); one update learns on T x executor.num_envs env steps."""
+    network: str = "auto"
+    """Torso of the actor and of the critic (each its own): auto (nature_cnn for uint8 images [C, H, W], else mlp) |
+    mlp | nature_cnn | impala_resnet."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64])
+    """Hidden layer widths of an MLP torso (actor and critic alike)."""
+    activation: str = "tanh"
+    """MLP torso activation: relu | tanh | elu."""
+    orthogonal_init: bool = True
+    """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
+
+
+@dataclass
+class SACConfig:
+    """Soft actor-critic (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications"): a tanh-squashed
+    Gaussian policy, twin Q-networks with Polyak-averaged targets, a learned temperature. Box actions only.
+
+    The defaults are conf/algo/sac.yaml's (kept equal to it; each cited there): the paper's Table 1 and
+    rl-baselines3-zoo's Pendulum-v1 entry, with the network and batch made smaller to learn Pendulum-v1 quickly on
+    2 CPU cores.
+    """
+
+    name: str = "sac"
+    actor_lr: float = 1e-3
+    """Adam learning rate of the policy."""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the twin Q-networks."""
+    alpha_lr: float = 1e-3
+    """Adam learning rate of log(alpha), the log-temperature (when learn_alpha)."""
+    gamma: float = 0.99
+    """Discount factor per agent step."""
+    tau: float = 0.005
+    """Polyak coefficient of the target Q-networks per gradient step: target <- (1 - tau) target + tau online."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    buffer_size: int = 100_000
+    """Replay capacity, in transitions."""
+    learning_starts: int = 1_000
+    """Env steps acted with uniform random actions (in the Box bounds) before the policy acts and learning starts."""
+    train_every: int = 1
+    """Env steps (summed over env copies) per round of gradient_steps gradient steps."""
+    gradient_steps: int = 1
+    """Gradient steps per round (each: one critic, one actor and one temperature update, one target sync)."""
+    rollout_steps: int = 1
+    """Agent steps per env copy collected by one call of training_step() (its gradient steps follow it)."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    """Hidden layer widths of the policy's and of each Q-network's MLP."""
+    activation: str = "relu"
+    """MLP activation: relu | tanh | elu."""
+    learn_alpha: bool = True
+    """Learn the temperature alpha towards target_entropy (Haarnoja et al. 2018b, Sec. 5); false: alpha = init_alpha."""
+    init_alpha: float = 1.0
+    """Temperature alpha at the start (the fixed one when learn_alpha is false)."""
+    target_entropy: Optional[float] = None
+    """Entropy target of the temperature loss, in nats of the [-1, 1]-normalised action; null: -|A| (dim of A)."""
+    log_std_min: float = -5.0
+    """Lower bound of the policy's log standard deviation (before the tanh squash)."""
+    log_std_max: float = 2.0
+    """Upper bound of the policy's log standard deviation."""
+    max_grad_norm: Optional[float] = None
+    """Global gradient-norm clip of each of the three updates; null disables."""
+
+
+@dataclass
+class IMPALAConfig:
+    """IMPALA (Espeholt et al. 2018): asynchronous actors, a V-trace actor-critic learner (rlrun/algos/impala.py).
+
+    The defaults are conf/algo/impala.yaml's (kept equal to it; each cited there): RLlib's IMPALA defaults and its
+    CartPole tuned example, tuned where marked. The Atari values of the paper are in conf/algo_env/impala_atari.yaml.
+    """
+
+    name: str = "impala"
+    lr: float = 5e-4
+    """Learning rate at env step 0 (annealed linearly to 0 over total_env_steps when anneal_lr)."""
+    optimizer: str = "adam"
+    """adam | rmsprop (Espeholt et al. 2018)."""
+    rmsprop_alpha: float = 0.99
+    """RMSProp smoothing constant (the paper's "decay"; rmsprop only)."""
+    rmsprop_momentum: float = 0.0
+    """RMSProp momentum (rmsprop only)."""
+    optimizer_eps: float = 1e-8
+    """The optimizer's epsilon (paper's RMSProp: 0.01)."""
+    anneal_lr: bool = False
+    """Anneal the learning rate linearly to 0 over total_env_steps (the paper's Atari schedule)."""
+    total_env_steps: Optional[int] = None
+    """Env steps of the LR schedule; the YAML default is the run's budget ${stop.env_steps}; null: constant LR."""
+    gamma: float = 0.99
+    """Discount factor per agent step."""
+    unroll_length: int = 20
+    """Agent steps per env copy in one unroll (T); a worker's sample is T x its env copies."""
+    batch_size: int = 8
+    """Env-copy unrolls per learner update (B; rounded up to whole worker samples of num_envs unrolls each)."""
+    vf_coef: float = 0.5
+    """Weight of the baseline (value) loss 0.5 (v_s - V)^2."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus (nats)."""
+    clip_rho_threshold: Optional[float] = 1.0
+    """V-trace rho-bar: clip of the importance weight in the value targets; null: no clipping."""
+    clip_pg_rho_threshold: Optional[float] = 1.0
+    """V-trace rho-bar of the policy-gradient advantage (IMPALA only; APPO's ratio replaces it); null: no clip."""
+    loss_reduction: str = "mean"
+    """mean | sum of the loss over the T x B items (the paper's and TorchBeast's code sum)."""
+    max_grad_norm: Optional[float] = 40.0
+    """Global gradient-norm clip per gradient step; null disables."""
+    network: str = "auto"
+    """Torso: auto (nature_cnn for uint8 images [C, H, W], else mlp) | mlp | nature_cnn | impala_resnet."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    """Hidden layer widths of an MLP torso (shared by policy and value)."""
+    activation: str = "tanh"
+    """MLP torso activation: relu | tanh | elu."""
+    use_lstm: bool = False
+    """An LSTM core between torso and head (per-env-copy recurrent state while acting, unrolled by the learner)."""
+    lstm_size: int = 256
+    """Units of the LSTM core (use_lstm only)."""
+    shared_torso: bool = False
+    """One torso (and LSTM core) for policy and value (IMPALA's layout); false: the critic has its own."""
+    orthogonal_init: bool = True
+    """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
+
+
+@dataclass
+class APPOConfig(IMPALAConfig):
+    """APPO: IMPALA's plan with PPO's clipped surrogate on V-trace advantages (RLlib's APPO; rlrun/algos/appo.py).
+
+    Every IMPALA key, plus the surrogate's; defaults are conf/algo/appo.yaml's (kept equal to it; cited there).
+    """
+
+    name: str = "appo"
+    clip_eps: float = 0.4
+    """Clip range of the probability ratio to the behaviour policy (dimensionless; RLlib APPO clip_param)."""
+    num_epochs: int = 4
+    """Gradient steps on each learner batch (RLlib's num_sgd_iter)."""
+    use_kl_loss: bool = False
+    """Add kl_coef * KL(behaviour || current policy) to the loss."""
+    kl_coef: float = 1.0
+    """Weight of the KL penalty (use_kl_loss only)."""
+
+
+@dataclass
+class ApexConfig:
+    """Ape-X DQN (Horgan et al. 2018): many epsilon-greedy actors with per-actor epsilons, actor-side initial
+    priorities of n-step transitions, sharded prioritised replay, one learner (rlrun/algos/apex.py).
+
+    The defaults are conf/algo/apex.yaml's (kept equal to it; each cited there): tuned for CartPole-v1 with 2
+    workers on 2 CPU cores; conf/algo_env/apex_atari.yaml has the paper's Atari values.
+    """
+
+    name: str = "apex"
+    lr: float = 1e-3
+    """Adam learning rate (per gradient step)."""
+    adam_eps: float = 1e-8
+    """Adam's epsilon."""
+    gamma: float = 0.99
+    """Discount factor per agent step."""
+    n_step: int = 3
+    """Steps per transition (n-step returns, aggregated in each rollout worker per env copy)."""
+    batch_size: int = 128
+    """Transitions per gradient step (each batch is drawn from one replay shard)."""
+    buffer_size: int = 50_000
+    """Replay capacity over all shards, in transitions (each shard holds buffer_size // num_replay_shards)."""
+    num_replay_shards: int = 2
+    """Replay shards (executor=ray: one actor each; executor=local: in-process)."""
+    learning_starts: int = 1_000
+    """Env steps stored before the first gradient step."""
+    train_every: float = 4.0
+    """Env steps (summed over all workers) per gradient step: replay ratio = batch_size / train_every."""
+    rollout_steps: int = 16
+    """Agent steps per env copy in one rollout (the actor's local buffer; Horgan et al. send every 50)."""
+    max_weight_sync_delay: int = 400
+    """Env steps a worker samples between weight syncs from the learner (RLlib Ape-X max_weight_sync_delay)."""
+    target_update_every: int = 500
+    """Gradient steps between hard target-network syncs (ignored when tau < 1)."""
+    tau: float = 1.0
+    """Target-network sync coefficient: 1 = hard copy every target_update_every steps, < 1 = Polyak every step."""
+    double_q: bool = True
+    """Select the bootstrap action with the online network (double DQN), learner and actor priorities."""
+    dueling: bool = True
+    """Dueling Q head, Q = V + A - mean(A) (Wang et al. 2016, Eq. 9)."""
+    huber_delta: Optional[float] = None
+    """Huber loss threshold on the TD error; null: squared error 0.5 * td^2."""
+    max_grad_norm: Optional[float] = 10.0
+    """Global gradient-norm clip; null disables."""
+    network: str = "mlp"
+    """Torso: mlp (hidden_sizes, activation) | nature_cnn (Mnih et al. 2015) | impala_resnet (Espeholt et al. 2018)."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])
+    """Hidden layer widths of the MLP torso."""
+    activation: str = "relu"
+    """Torso activation: relu | tanh | elu."""
+    epsilon_base: float = 0.4
+    """Actor epsilons eps_i = epsilon_base^(1 + epsilon_alpha * i / (N - 1)) over the N env copies of all workers."""
+    epsilon_alpha: float = 7.0
+    """Exponent spread of the actor epsilons (Horgan et al. 2018, Sec. 4.1: 7)."""
+    per_alpha: float = 0.6
+    """Priority exponent alpha (Horgan et al. 2018, App. D: 0.6)."""
+    per_beta_start: float = 0.4
+    """Importance-sampling exponent beta at the start (Horgan et al. 2018: 0.4)."""
+    per_beta_end: float = 1.0
+    """Importance-sampling exponent after per_beta_steps (Ape-X keeps it at per_beta_start; Schaul et al.: 1)."""
+    per_beta_steps: int = 10_000
+    """Batches drawn from a shard over which its beta moves linearly from start to end."""
+    per_eps: float = 1e-6
+    """Added to |TD error| so that no priority is 0."""
 
 
 # ---------------------------------------------------------------- env
@@ -282,7 +533,9 @@ class LocalExecutorConfig:
     seed + w * num_envs + i."""
     vector_mode: str = "sync"
     """sync: all env copies in this process | async: one subprocess per env copy (gymnasium AsyncVectorEnv) |
-    serial: sync env copies and the policy called on one observation at a time (batch 1), for debugging."""
+    serial: sync env copies and the policy called on one observation at a time (batch 1), for debugging |
+    pipelined: the copies in two groups, one stepping (envpool threads or subprocesses) while the policy acts on the
+    other (needs >= 2 copies; the fast setting for Atari with env.backend=envpool)."""
 
 
 @dataclass
@@ -295,7 +548,8 @@ class RayExecutorConfig:
     num_envs_per_worker: int = 1
     """Env copies per worker; worker w's copy i is seeded with seed + w * num_envs_per_worker + i."""
     vector_mode: str = "sync"
-    """How a worker steps its env copies: sync | async (a subprocess per copy) | serial (batch-1 inference)."""
+    """How a worker steps its env copies: sync | async (a subprocess per copy) | serial (batch-1 inference) |
+    pipelined (two groups of copies: one steps while the policy acts on the other; >= 2 copies)."""
     address: Optional[str] = None
     """null: start a local Ray cluster (shut down at the end) | auto: the cluster `ray start` made on this machine |
     ray://host:10001: a remote cluster through Ray Client."""
@@ -319,6 +573,14 @@ class RayExecutorConfig:
     sync_weights_on_sample: bool = True
     """A synchronous sample() first sends the learner's weights to the workers unless the plan synced since the
     previous sample (so a plan written for executor=local acts with current weights)."""
+    cpus_per_replay_shard: float = 0.0
+    """CPUs Ray reserves for each replay shard actor (algo=apex); 0: shards share the workers' cores."""
+    replay_max_in_flight: int = 2
+    """Replay sample requests pending over all shards at most (bounded prefetch for the learner; algo=apex)."""
+    replay_max_pending_ops: int = 4
+    """Adds and priority updates not yet finished per replay shard at most; the driver waits beyond (algo=apex)."""
+    max_replay_shard_restarts: int = 10
+    """A dead replay shard is replaced by an empty one this many times per run at most; one more ends the run."""
 
 
 # ---------------------------------------------------------------- logger
@@ -432,6 +694,11 @@ _BUILTIN_SCHEMAS = {
     ("algo", "dqn"): DQNConfig,
     ("algo", "ppo"): PPOConfig,
     ("algo", "a2c"): A2CConfig,
+    ("algo", "impala"): IMPALAConfig,
+    ("algo", "appo"): APPOConfig,
+    ("algo", "sac"): SACConfig,
+    ("algo", "trpo"): TRPOConfig,
+    ("algo", "apex"): ApexConfig,
     ("env", "gym"): GymEnvConfig,
     ("device", "device"): DeviceConfig,
     ("executor", "local"): LocalExecutorConfig,

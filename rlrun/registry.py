@@ -134,6 +134,16 @@ def _register_builtins(r: Registry) -> None:
                doc="PPO: clipped surrogate on GAE advantages, minibatch epochs (Schulman et al. 2017)")
     r.register("algo", "a2c", "rlrun.algos.a2c:A2C", schema="rlrun.config:A2CConfig",
                doc="A2C: synchronous advantage actor-critic (Mnih et al. 2016)")
+    r.register("algo", "impala", "rlrun.algos.impala:IMPALA", schema="rlrun.config:IMPALAConfig",
+               doc="IMPALA: asynchronous actors, V-trace actor-critic learner (Espeholt et al. 2018)")
+    r.register("algo", "appo", "rlrun.algos.appo:APPO", schema="rlrun.config:APPOConfig",
+               doc="APPO: IMPALA's asynchronous plan with PPO's clipped surrogate on V-trace advantages")
+    r.register("algo", "sac", "rlrun.algos.sac:SAC", schema="rlrun.config:SACConfig",
+               doc="SAC: soft actor-critic, twin Q, learned temperature; Box actions (Haarnoja et al. 2018)")
+    r.register("algo", "trpo", "rlrun.algos.trpo:TRPO", schema="rlrun.config:TRPOConfig",
+               doc="TRPO: natural-gradient step in a KL trust region + line search (Schulman et al. 2015)")
+    r.register("algo", "apex", "rlrun.algos.apex:ApeX", schema="rlrun.config:ApexConfig",
+               doc="Ape-X DQN: per-actor epsilons, actor-side priorities, sharded prioritised replay (Horgan 2018)")
     # Environments: a factory of (vector env maker, spaces) from the env config node.
     r.register("env", "gym", "rlrun.envs.gym_env:GymEnvFactory", schema="rlrun.config:GymEnvConfig",
                doc="any registered gymnasium id (classic control, box2d, ...)")
@@ -164,8 +174,10 @@ def _register_builtins(r: Registry) -> None:
         ("head", "q", "heads:QHead"),
         ("head", "dueling_q", "heads:DuelingQHead"),
         ("head", "policy_value", "heads:PolicyValueHead"),
+        ("head", "squashed_gaussian", "squashed_gaussian:SquashedGaussianHead"),
         ("distribution", "categorical", "distributions:Categorical"),
         ("distribution", "diag_gaussian", "distributions:DiagGaussian"),
+        ("distribution", "squashed_diag_gaussian", "squashed_gaussian:SquashedDiagGaussian"),
         ("exploration", "epsilon_greedy", "exploration:EpsilonGreedy"),
         ("memory", "replay", "memories:ReplayMemory"),
         ("memory", "prioritized_replay", "prioritized_replay:PrioritizedReplayMemory"),

@@ -24,6 +24,11 @@ started. The worker-set contract is in ``rlrun/execution/worker_set.py``; here i
   copies, seeded past every seed used so far, so it does not replay the same episodes; the last weights sent to
   it), its lost request is sent again, the run goes on and ``executor/worker_restarts`` counts it; more than
   ``max_worker_restarts`` restarts end the run with an error.
+- **Replay shards** (``replay_shards()``, algo=apex; ``rlrun/execution/replay_shards.py``): one actor per shard
+  (``cpus_per_replay_shard`` CPUs), fed straight from the workers' object refs (``info_by_reference``: the worker's
+  sample task returns those info entries as objects of their own), at most ``replay_max_in_flight`` sample requests
+  and ``replay_max_pending_ops`` unfinished adds/updates per shard; a dead shard is replaced empty and counted in
+  ``executor/replay_shard_restarts`` (``max_replay_shard_restarts``).
 - **Timing** (``metrics()``): ``time/env_step_s`` and ``time/inference_s`` summed over workers (they run in
   parallel, so the sum may exceed the wall time), ``time/transfer_s`` (the driver's share of moving rollouts and
   weights: getting, unpacking, putting), ``time/wait_s`` (the driver blocked until a rollout was ready), and the
@@ -66,6 +71,8 @@ def pack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
     """The batch without ``next_obs`` (``None``): the rows where an episode ended keep their real final observation
     in ``extras["_final_obs/<leaf>"]`` and their row numbers in ``extras["_final_rows"]``; :func:`unpack` rebuilds
     the rest from ``obs`` and ``last_obs``."""
+    if batch.obs is None:  # a postprocess hook moved what the learner needs into info (Ape-X): nothing to rebuild
+        return replace(batch, info=to_wire(batch.info))
     done = np.flatnonzero(batch.terminated | batch.truncated)
     extras = dict(batch.extras)
     extras["_final_rows"] = done
@@ -79,6 +86,10 @@ def unpack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
     can be freed once the returned batch is built). ``next_obs[t] = obs[t + 1]`` row-wise (``last_obs`` after the
     last step), with each ended episode's row replaced by its final observation."""
     extras = {k: v for k, v in batch.extras.items() if not k.startswith("_final")}
+    if batch.obs is None:  # packed without observations (see pack)
+        return replace(batch, actions=np.array(batch.actions), rewards=np.array(batch.rewards),
+                       terminated=np.array(batch.terminated), truncated=np.array(batch.truncated),
+                       extras={k: np.array(v) for k, v in extras.items()}, info=from_wire(batch.info))
     rows = batch.extras["_final_rows"]
     b = batch.num_envs
     obs, last = sp.flatten(space, batch.obs), sp.flatten(space, batch.last_obs)
@@ -130,6 +141,13 @@ class RemoteRolloutWorker:
         packed = pack(batch, self.space)
         return replace(packed, transfer_seconds=time.perf_counter() - t0)
 
+    def sample_split(self, num_steps: int, explore: bool, weights: Any, keys: Sequence[str]) -> tuple:
+        """:meth:`sample`, returned as ``(batch, info[keys[0]], info[keys[1]], ...)`` with those entries taken
+        out of the batch: called with ``num_returns=1 + len(keys)``, each is an object of its own in the store,
+        which the driver can hand on (to a replay shard) without fetching it."""
+        batch = self.sample(num_steps, explore, weights)
+        return (batch, *[batch.info.pop(k, None) for k in keys])
+
     def get_state(self) -> dict[str, Any]:
         from rlrun.checkpoint import worker_state
 
@@ -152,10 +170,14 @@ class RemoteRolloutWorker:
 class RayWorkerSet:
     """The worker-set interface (``rlrun/execution/worker_set.py``) over Ray actors; see the module docstring."""
 
-    def __init__(self, executor: "RayExecutor", policy: Policy, policy_factory: PolicyFactory | None) -> None:
+    def __init__(self, executor: "RayExecutor", policy: Policy, policy_factory: PolicyFactory | None,
+                 info_by_reference: Sequence[str] = ()) -> None:
         import ray
 
         cfg = executor.cfg
+        # SampleBatch.info entries left in the object store: the batch carries their object refs instead.
+        self.info_by_reference = tuple(info_by_reference)
+        self._info_refs: dict[Any, list[Any]] = {}  # a rollout's ref -> the refs of its info entries
         self.executor, self.cfg, self.policy = executor, cfg, policy
         self.timer = executor.timer
         self.space = executor.env_factory.spec.observation_space
@@ -175,6 +197,7 @@ class RayWorkerSet:
         self._async_args: tuple[int, bool] = (1, True)
         self.actors = [self._make_actor(w) for w in range(self.num_workers)]
         self._wait_ready()
+        self.sync_weights()  # the workers start from the learner's weights (they go with the first requests)
 
     def _wait_ready(self) -> None:
         """Block until every actor is built (env copies made and reset), turning a failure into one clear error."""
@@ -223,6 +246,7 @@ class RayWorkerSet:
         self._in_flight[w] = 0
         for ref in [r for r, (wid, _) in self._pending.items() if wid == w]:
             del self._pending[ref]
+            self._info_refs.pop(ref, None)
         self.actors[w] = self._make_actor(w)
         self._unsent[w] = self._weights[w] is not None  # the new actor gets the last weights with its first request
 
@@ -231,7 +255,10 @@ class RayWorkerSet:
         import ray
 
         t0 = time.perf_counter()
+        info_refs = self._info_refs.pop(ref, None)
         batch = unpack(ray.get(ref), self.space)
+        if info_refs is not None:
+            batch.info.update(zip(self.info_by_reference, info_refs, strict=True))
         self.timer.add("transfer", time.perf_counter() - t0 + batch.transfer_seconds)
         self.timer.add("env_step", batch.env_seconds)
         self.timer.add("inference", batch.inference_seconds)
@@ -272,6 +299,11 @@ class RayWorkerSet:
         """Send worker ``w`` a sample request, with the weights it has not had yet."""
         weights = self._weights[w] if self._unsent[w] else None
         self._unsent[w] = False
+        if self.info_by_reference:
+            refs = self.actors[w].sample_split.options(num_returns=1 + len(self.info_by_reference)).remote(
+                num_steps, explore, weights, self.info_by_reference)
+            self._info_refs[refs[0]] = list(refs[1:])
+            return refs[0]
         return self.actors[w].sample.remote(num_steps, explore, weights)
 
     def sample_async(self, num_steps: int, explore: bool = True,
@@ -282,12 +314,19 @@ class RayWorkerSet:
         for w in range(self.num_workers):
             self._top_up(w)
         got = 0
+        last: set[Any] | None = None  # once min_batches arrived: the requests ready then, the last ones yielded
         while self._pending:
-            ready = self._wait(list(self._pending), None if got < min_batches else 0)
-            if not ready:
-                return
+            if got >= min_batches and last is None:
+                last = set(self._wait(list(self._pending), 0, len(self._pending)))
+            if last is not None:  # requests sent since (top-ups) wait for the next call: the call ends
+                ready = [ref for ref in self._pending if ref in last][:1]
+                if not ready:
+                    return
+            else:
+                ready = self._wait(list(self._pending), None)
             w, generation = self._pending.pop(ready[0])
             if generation != self._generation[w]:
+                self._info_refs.pop(ready[0], None)
                 continue  # a request to an actor that has been replaced
             self._in_flight[w] -= 1
             try:
@@ -312,6 +351,7 @@ class RayWorkerSet:
             ready = self._wait(list(self._pending), None)
             w, generation = self._pending.pop(ready[0])
             if generation != self._generation[w]:
+                self._info_refs.pop(ready[0], None)
                 continue
             self._in_flight[w] -= 1
             try:
@@ -383,6 +423,7 @@ class RayWorkerSet:
             ray.kill(a, no_restart=True)
         self.actors = []
         self._pending.clear()
+        self._info_refs.clear()
 
 
 INLINE_WEIGHTS_BYTES = 256 * 1024  # weights smaller than this are sent inside each request instead of ray.put
@@ -416,7 +457,9 @@ class RayExecutor:
         self.cfg, self.env_factory, self.seed = cfg, env_factory, seed
         self.timer = StageTimer()
         self.restarts = 0
+        self.replay_restarts = 0  # replay shard actors replaced (rlrun/execution/replay_shards.py)
         self._worker_sets: list[RayWorkerSet] = []
+        self._replay_shard_sets: list[Any] = []
         self._started_ray = False
         import ray
 
@@ -457,10 +500,13 @@ class RayExecutor:
         return int(self.cfg.num_envs_per_worker)
 
     def worker_set(self, policy: Policy, device: torch.device | str = "cpu",
-                   policy_factory: PolicyFactory | None = None) -> RayWorkerSet:
+                   policy_factory: PolicyFactory | None = None, own_policies: bool = False,
+                   info_by_reference: Sequence[str] = ()) -> RayWorkerSet:
         """``num_workers`` remote workers; each acts with ``policy_factory(worker_index)`` (default: a copy of
         ``policy``) and gets the learner's weights through ``sync_weights``. ``device`` is the learner's; the
-        workers act on ``executor.worker_device``."""
+        workers act on ``executor.worker_device``. ``own_policies``: remote workers always have their own (the
+        flag is for the local executor). ``info_by_reference``: those ``SampleBatch.info`` entries stay in the
+        object store and the batch holds their object refs (to hand to replay shards unread)."""
         import ray
 
         free = ray.available_resources().get("CPU", 0.0)
@@ -472,13 +518,26 @@ class RayExecutor:
         if policy_factory is None and torch.device(device).type != "cpu":
             raise ConfigError(f"executor=ray with the learner on {device}: the plan must pass a policy_factory to "
                               f"worker_set() (a copy of a {device} policy cannot be unpickled in a CPU worker).")
-        ws = RayWorkerSet(self, policy, policy_factory)
+        ws = RayWorkerSet(self, policy, policy_factory, info_by_reference)
         self._worker_sets.append(ws)
         return ws
 
+    def replay_shards(self, factory: Any, num_shards: int) -> Any:
+        """``num_shards`` replay shard actors, ``factory(i)`` each (``rlrun/execution/replay_shards.py``), with
+        ``executor.cpus_per_replay_shard`` CPUs each."""
+        from rlrun.execution.replay_shards import RayReplayShardSet
+
+        shards = RayReplayShardSet(self, factory, num_shards)
+        self._replay_shard_sets.append(shards)
+        return shards
+
     def metrics(self) -> dict[str, float]:
-        """``time/<stage>_s`` since the last call, and ``executor/worker_restarts`` (since the run started)."""
-        return {**self.timer.report(), "executor/worker_restarts": self.restarts}
+        """``time/<stage>_s`` since the last call, and ``executor/worker_restarts`` (since the run started); with
+        replay shards also ``executor/replay_shard_restarts``."""
+        out = {**self.timer.report(), "executor/worker_restarts": self.restarts}
+        if self._replay_shard_sets:
+            out["executor/replay_shard_restarts"] = self.replay_restarts
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         """Every remote worker's state (as the local executor's, read in the workers). Exact for synchronous
@@ -503,6 +562,9 @@ class RayExecutor:
         for ws in self._worker_sets:
             ws.stop()
         self._worker_sets.clear()
+        for shards in self._replay_shard_sets:
+            shards.stop()
+        self._replay_shard_sets.clear()
         if self._started_ray:
             import ray
 
@@ -512,12 +574,14 @@ class RayExecutor:
 
 def _validate(cfg: Any) -> None:
     checks = [("num_workers", 1), ("num_envs_per_worker", 1), ("max_in_flight_per_worker", 1),
-              ("worker_torch_threads", 1), ("max_worker_restarts", 0)]
+              ("worker_torch_threads", 1), ("max_worker_restarts", 0), ("replay_max_in_flight", 1),
+              ("replay_max_pending_ops", 1), ("max_replay_shard_restarts", 0)]
     for key, low in checks:
-        if int(cfg[key]) < low:
+        if key in cfg and int(cfg[key]) < low:
             raise ConfigError(f"executor.{key}={cfg[key]}: must be at least {low}.")
-    if float(cfg.cpus_per_worker) < 0:
-        raise ConfigError(f"executor.cpus_per_worker={cfg.cpus_per_worker}: must not be negative.")
+    for key in ("cpus_per_worker", "cpus_per_replay_shard"):
+        if key in cfg and float(cfg[key]) < 0:
+            raise ConfigError(f"executor.{key}={cfg[key]}: must not be negative.")
     if cfg.vector_mode not in VECTOR_MODES:
         raise ConfigError(f"executor.vector_mode={cfg.vector_mode}: must be one of {', '.join(VECTOR_MODES)}.")
     if cfg.num_cpus is not None and int(cfg.num_cpus) < 1:

@@ -55,8 +55,17 @@ Seeds: env copy i of worker w is reset with ``seed + w * num_envs_per_worker + i
 torch random stream seeded from ``(seed, w)`` (``rollout_worker.acting_seed``). So executor=local and executor=ray
 with one worker sample the same transitions from the same weights.
 
-Replay shards (Ape-X) would sit behind the same kind of interface (``add``, ``sample_async``,
-``update_priorities`` on shard actors); they are not built yet.
+Two optional arguments of ``executor.worker_set`` serve plans whose actors are not their learner (Ape-X):
+``own_policies=True`` makes even a single local worker act with ``policy_factory(0)`` (weights copied in by
+``sync_weights``, as on Ray), and ``info_by_reference=("transitions",)`` names ``SampleBatch.info`` entries that the
+plan only forwards: on Ray they stay in the object store and the batch holds their object refs, so a rollout's
+frames go from the worker to a replay shard without passing through the driver (locally they are the values
+themselves). A ``postprocess_batch`` hook may drop the rows' observations (``obs``, ``next_obs``, ``last_obs`` set
+to None) once it has moved what the learner needs into ``info``; counts and episodes still come with the batch.
+
+Replay shards (Ape-X) sit behind an interface of the same kind, ``executor.replay_shards(factory, num_shards)``:
+``add``, ``sample_async``, ``update_priorities`` on in-process shards or shard actors; its contract is in
+``rlrun/execution/replay_shards.py``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,349 @@
+"""Ape-X DQN (Horgan, Quan, Budden, Barth-Maron, Hessel, van Hasselt & Silver, "Distributed Prioritized
+Experience Replay", ICLR 2018): many actors, each with its own fixed epsilon, compute the n-step transitions of
+their env copies and those transitions' initial priorities (|TD error| under the actor's copy of the network), and
+send both to a prioritised replay split over shards; one learner samples the shards, takes double-Q dueling
+gradient steps, sends the new priorities back, and the actors copy the learner's weights now and then.
+
+The dataflow is RLlib Flow's Ape-X plan (Liang et al. 2021, Fig. 5):
+
+    store_op  = rollouts (async, per worker)  -> replay shards (add)          ; weight sync when a worker is stale
+    replay_op = replay shards (async, bounded prefetch) -> learner update -> update priorities
+
+Read top to bottom: the per-actor epsilons, the actor (acting policy, built in each rollout worker), the learner
+(root component), then the plan. It reuses DQN's ``QNetwork`` and the DQN loss; its config schema is
+``rlrun.config.ApexConfig`` (each key documented there and in conf/algo/apex.yaml).
+
+Choices (where the paper's setting does not carry over as is):
+
+- **Epsilons over env copies.** The paper has one env per actor; here actor i is an env copy, over all workers:
+  ``N = executor.num_workers x executor.num_envs_per_worker``, copy j of worker w is ``i = w * per_worker + j``.
+- **Actor priorities** use the actor's copy of the online network for the bootstrap as well (the actors hold no
+  target network: the paper's actors copy only the learner's parameters); the learner's own update overwrites
+  them with target-network TD errors the first time an item is replayed.
+- **Replay ratio.** The paper's learner runs as fast as it can; here it takes one gradient step per
+  ``train_every`` env steps stored, so runs are reproducible on the local executor and comparable across machines.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from rlrun import spaces as sp
+from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.dqn import QNetwork
+from rlrun.components.base import Component, api
+from rlrun.components.losses import DQNLoss, dqn_td_error
+from rlrun.components.nstep import NStepAggregator
+from rlrun.components.optimizers import GradientStep, Synchronization
+from rlrun.components.prioritized_replay import PrioritizedReplayMemory
+from rlrun.config import ApexConfig
+from rlrun.envs.gym_env import EnvSpec
+from rlrun.errors import ConfigError
+from rlrun.execution.replay_shards import seed_of_shard, shard_capacity
+
+TRANSITIONS = "transitions"
+"""The ``SampleBatch.info`` entry in which an actor sends its n-step transitions and their priorities."""
+
+
+def actor_epsilons(num_actors: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
+    """``eps_i = base^(1 + alpha * i / (N - 1))`` for ``i = 0 .. N-1`` (Horgan et al. 2018, Sec. 4.1: base 0.4,
+    alpha 7); a single actor gets ``base``. float64 ``[N]``."""
+    n = int(num_actors)
+    if n < 1:
+        raise ValueError(f"num_actors must be at least 1, got {num_actors}")
+    if n == 1:
+        return np.array([float(base)])
+    i = np.arange(n, dtype=np.float64)
+    return float(base) ** (1.0 + float(alpha) * i / (n - 1))
+
+
+def records_space(obs: sp.Space, actions: sp.Space) -> sp.Dict:
+    """The space of one stored n-step transition (the output record of ``NStepAggregator``)."""
+    scalar = sp.Box(-np.inf, np.inf, (), np.float32)
+    return sp.Dict({"obs": obs, "action": actions, "reward": scalar, "next_obs": obs, "discount": scalar})
+
+
+# ---------------------------------------------------------------------------------------------------- actor
+
+
+class ApexActor(Component):
+    """What a rollout worker acts with: the Q-network, a fixed epsilon per env copy, and (worker-side hook) the
+    n-step aggregation and initial priorities of its transitions.
+
+    ``epsilons``: one per env copy of this worker (``actor_epsilons`` sliced for the worker)."""
+
+    def __init__(self, cfg: ApexConfig, epsilons: Sequence[float], name: str = "apex_actor") -> None:
+        super().__init__(name)
+        self.cfg = cfg
+        self.q = QNetwork(cfg, name="q")
+        self.n_step = NStepAggregator(cfg.n_step, cfg.gamma)
+        self.register_buffer("epsilons", torch.as_tensor(np.asarray(epsilons, dtype=np.float32)))
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.build_child(self.q, obs=obs, actions=actions)
+        self.build_child(self.n_step, obs=obs, actions=actions)
+        self.num_actions = int(actions.n)
+        self.output_spaces["get_actions"] = actions
+
+    @api
+    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        """Epsilon-greedy in Q with env copy b's own epsilon; greedy with ``explore=False``."""
+        greedy = self.q(obs).argmax(dim=-1)
+        if not explore:
+            return greedy
+        if greedy.shape[0] != self.epsilons.shape[0]:
+            raise ValueError(f"{self.name}: {greedy.shape[0]} observations for {self.epsilons.shape[0]} env copies "
+                             f"(one epsilon each); executor.vector_mode=serial is not supported by algo=apex")
+        random = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
+        pick_random = torch.rand(greedy.shape, device=greedy.device) < self.epsilons.to(greedy.device)
+        return torch.where(pick_random, random, greedy)
+
+    @api
+    def priorities(self, records: dict[str, Any]) -> torch.Tensor:
+        """Initial priorities |TD| of n-step transitions under this actor's network (online for selection and
+        evaluation: the actor has no target network), ``[K]`` float32."""
+        with torch.no_grad():
+            q = self.q(records["obs"])
+            q_next = self.q(records["next_obs"])
+            td = dqn_td_error(q, records["action"], records["reward"], records["discount"], q_next,
+                              q_next if self.cfg.double_q else None)
+        return td.abs()
+
+    def postprocess_batch(self, batch: Any) -> Any:
+        """The worker-side hook (rollout_worker.py): the rollout's n-step transitions (windows carried across
+        rollouts per env copy) with their priorities into ``batch.info["transitions"]``; the rollout's own
+        observations are dropped (the learner needs only the transitions, and on Ray they need not travel)."""
+        obs_space, act_space = self.input_spaces["obs"], self.input_spaces["actions"]
+        b = batch.num_envs
+        flat_obs, flat_next = sp.flatten(obs_space, batch.obs), sp.flatten(obs_space, batch.next_obs)
+        chunks = []
+        for t in range(batch.num_steps):
+            rows = slice(t * b, (t + 1) * b)
+            out = self.n_step.add(sp.unflatten(obs_space, {k: v[rows] for k, v in flat_obs.items()}),
+                                  batch.actions[rows], batch.rewards[rows],
+                                  sp.unflatten(obs_space, {k: v[rows] for k, v in flat_next.items()}),
+                                  batch.terminated[rows], batch.truncated[rows])
+            if len(out["reward"]):
+                chunks.append(out)
+        space = records_space(obs_space, act_space)
+        if chunks:
+            flats = [sp.flatten(space, c) for c in chunks]
+            records = sp.unflatten(space, {k: torch.cat([f[k] for f in flats]) for k in flats[0]})
+            priorities = self.priorities(records).numpy()
+        else:
+            records = sp.unflatten(space, {k: torch.zeros((0, *sp.shape(s)), dtype=sp.dtype(s))
+                                           for k, s in sp.flatten_space(space).items()})
+            priorities = np.zeros(0, np.float32)
+        numpy = sp.unflatten(space, {k: v.numpy() for k, v in sp.flatten(space, records).items()})
+        info = {**batch.info, TRANSITIONS: {"records": numpy, "priorities": priorities}}
+        return replace(batch, obs=None, next_obs=None, last_obs=None, info=info)
+
+    @api
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.q.state_dict().items()}
+
+    @api
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.q.load_state_dict(weights)
+
+
+def make_actor(cfg: ApexConfig, spec: EnvSpec, epsilons: Sequence[float], envs_per_worker: int,
+               worker_index: int) -> ApexActor:
+    """The policy factory (picklable through ``functools.partial``): worker ``worker_index``'s actor, acting with
+    the epsilons of its env copies; its weights arrive by ``sync_weights``."""
+    w, per = int(worker_index), int(envs_per_worker)
+    mine = list(epsilons[w * per:(w + 1) * per])
+    if len(mine) != per:  # a worker past the ones counted (cannot happen with the executors' indices)
+        raise ValueError(f"worker {w} has no epsilons: {len(epsilons)} for {per} env copies per worker")
+    return ApexActor(cfg, mine).build(obs=spec.observation_space, actions=spec.action_space)
+
+
+# ---------------------------------------------------------------------------------------------------- learner
+
+
+class ApexLearner(Component):
+    """The root component: online and target Q-networks, the DQN loss and the optimizer. Acts greedily (evaluation
+    and export; the actors explore)."""
+
+    def __init__(self, cfg: ApexConfig) -> None:
+        super().__init__("apex_learner")
+        self.cfg = cfg
+        self.q = QNetwork(cfg, name="q")
+        self.target_q = QNetwork(cfg, name="target_q")
+        self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
+        self.optimizer = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps,
+                                      fused=True)  # one fused kernel, as DQN
+        self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
+        self.update_strategy: Any = None  # set by the device strategy (device=replicas, device.precision)
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.build_child(self.q, obs=obs, actions=actions)
+        self.build_child(self.target_q, obs=obs, actions=actions)
+        self.target_q.load_state_dict(self.q.state_dict())
+        self.target_q.requires_grad_(False)
+        self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
+        self.optimizer.attach(self.q.parameters())
+        self.output_spaces["get_actions"] = actions
+
+    @api
+    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        """Greedy actions (``explore`` is accepted for the agent API; exploration is the actors')."""
+        return self.q(obs).argmax(dim=-1)
+
+    @api
+    def update(self, batch: dict[str, Any], weights: torch.Tensor | None = None) -> dict:
+        """One gradient step on n-step ``batch`` (importance ``weights`` [B], or None); then the target sync.
+        Returns ``loss`` and the per-item ``td_error`` (the new priorities)."""
+        batch = {k: _to(v, _device(self.q)) for k, v in batch.items()}
+        weights = None if weights is None else torch.as_tensor(weights).to(_device(self.q))
+
+        def loss_fn(data: tuple[dict, torch.Tensor | None]) -> tuple[torch.Tensor, dict]:
+            batch, weights = data
+            q = self.q(batch["obs"])
+            with torch.no_grad():
+                q_next_target = self.target_q(batch["next_obs"])
+                q_next_online = self.q(batch["next_obs"]) if self.cfg.double_q else None
+            loss, td = self.loss.loss(q, batch["action"], batch["reward"], batch["discount"], q_next_target,
+                                      q_next_online, weights)
+            return loss, {"td_error": td}
+
+        if self.update_strategy is None:
+            info = self.optimizer.step(lambda: loss_fn((batch, weights)))
+        else:
+            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights))
+        self.target_sync.step(self.q, self.target_q)
+        return info
+
+    @api
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        """What an actor needs: the online Q-network (its epsilon is its own and fixed)."""
+        return {k: v.detach().clone() for k, v in self.q.state_dict().items()}
+
+    @api
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.q.load_state_dict(weights)
+
+
+def _device(module: torch.nn.Module) -> torch.device:
+    return next(module.parameters()).device
+
+
+def _to(value: Any, device: torch.device) -> Any:
+    """A nest of arrays/tensors as tensors on ``device``."""
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    return torch.as_tensor(value).to(device)
+
+
+def make_shard_memory(capacity: int, cfg: ApexConfig, spec: EnvSpec, seed: int,
+                      shard_index: int) -> PrioritizedReplayMemory:
+    """The shard factory (picklable through ``functools.partial``): shard ``shard_index``'s prioritised memory of
+    n-step transitions, built, seeded from ``(seed, shard_index)``."""
+    memory = PrioritizedReplayMemory(capacity, alpha=cfg.per_alpha, beta_start=cfg.per_beta_start,
+                                     beta_end=cfg.per_beta_end, beta_steps=cfg.per_beta_steps, eps=cfg.per_eps,
+                                     seed=seed_of_shard(seed, shard_index), name=f"replay_shard_{shard_index}")
+    return memory.build(records=records_space(spec.observation_space, spec.action_space))
+
+
+# ---------------------------------------------------------------------------------------------------- plan
+
+
+class ApeX(Algorithm):
+    """The plan: rollouts as they arrive -> replay shards (weight sync for stale workers); then the owed gradient
+    steps on batches from the shards, each followed by its priority update."""
+
+    @classmethod
+    def make_agent(cls, cfg: ApexConfig, spec: EnvSpec, seed: int) -> ApexLearner:
+        if not isinstance(spec.action_space, sp.Discrete):
+            raise ConfigError(f"algo=apex needs a Discrete action space, but env {spec.id} has "
+                              f"{sp.describe(spec.action_space)}. Choose an env with discrete actions.")
+        return ApexLearner(cfg).build(obs=spec.observation_space, actions=spec.action_space)
+
+    def __init__(self, cfg: ApexConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
+        super().__init__(cfg, spec, executor, device, seed)
+        _check(cfg, executor)
+        self.agent = self.make_agent(cfg, spec, seed).to(device)
+        per = int(executor.num_envs_per_worker)
+        self.epsilons = actor_epsilons(int(executor.num_workers) * per, cfg.epsilon_base, cfg.epsilon_alpha)
+        factory = functools.partial(make_actor, cfg, spec, tuple(float(e) for e in self.epsilons), per)
+        self.workers = executor.worker_set(self.agent, device, policy_factory=factory, own_policies=True,
+                                           info_by_reference=(TRANSITIONS,))
+        try:
+            capacity = shard_capacity(cfg.buffer_size, cfg.num_replay_shards)
+            self.replay = executor.replay_shards(functools.partial(make_shard_memory, capacity, cfg, spec, seed),
+                                                 cfg.num_replay_shards)
+        except BaseException:
+            self.workers.stop()
+            raise
+        self.workers.sync_weights()  # the actors start from the learner's initial weights
+        self.timer = executor.timer
+        self.env_steps = 0
+        self.gradient_steps = 0
+        self.update_budget = 0.0  # gradient steps owed at the replay ratio (fractional carry-over)
+        self.since_sync = [0] * self.workers.num_workers  # env steps each worker sampled since its last sync
+
+    def training_step(self) -> IterationResult:
+        result = IterationResult()
+        # store_op: each rollout (as it arrives) goes to the next replay shard; a stale worker gets new weights.
+        for batch, worker in self.workers.sample_async(self.cfg.rollout_steps):
+            with self.timer("replay"):
+                self.replay.add(batch.info.pop(TRANSITIONS))
+            result.add_batch(batch)
+            self.since_sync[worker] += batch.env_steps
+            if self.since_sync[worker] >= self.cfg.max_weight_sync_delay:
+                self.workers.sync_weights(worker_ids=[worker])
+                self.since_sync[worker] = 0
+        self.env_steps += result.env_steps
+        if self.env_steps < self.cfg.learning_starts:
+            return result
+        # replay_op: the gradient steps owed at the replay ratio, each on a batch from one shard.
+        self.update_budget += result.env_steps / self.cfg.train_every
+        owed = int(self.update_budget)
+        self.update_budget -= owed
+        losses = []
+        for (records, indices, weights), shard in self.replay.sample_async(self.cfg.batch_size, owed):
+            with self.timer("learn"):
+                info = self.agent.update(records, weights)
+            self.replay.update_priorities(shard, indices, info["td_error"])
+            losses.append(info["loss"])
+        self.gradient_steps += len(losses)
+        if losses:
+            result.metrics["loss/td"] = float(torch.stack(losses).mean())
+        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        result.metrics["replay/size"] = self.replay.size()
+        return result
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent.state_dict(), "replay": self.replay.state_dict(), "env_steps": self.env_steps,
+                "gradient_steps": self.gradient_steps, "update_budget": self.update_budget,
+                "since_sync": list(self.since_sync)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.replay.load_state_dict(state["replay"])
+        self.env_steps = int(state["env_steps"])
+        self.gradient_steps = int(state["gradient_steps"])
+        self.update_budget = float(state["update_budget"])
+        self.since_sync = [int(s) for s in state["since_sync"]]
+        self.workers.sync_weights()  # the restored learner's weights, before the next rollout
+
+
+def _check(cfg: ApexConfig, executor: Any) -> None:
+    for key, low in (("n_step", 1), ("batch_size", 1), ("buffer_size", 1), ("num_replay_shards", 1),
+                     ("rollout_steps", 1), ("max_weight_sync_delay", 1), ("target_update_every", 1)):
+        if int(getattr(cfg, key)) < low:
+            raise ConfigError(f"algo.{key}={getattr(cfg, key)}: must be at least {low}.")
+    if not cfg.train_every > 0:
+        raise ConfigError(f"algo.train_every={cfg.train_every}: must be positive (env steps per gradient step).")
+    if cfg.buffer_size < cfg.num_replay_shards:
+        raise ConfigError(f"algo.buffer_size={cfg.buffer_size} is smaller than algo.num_replay_shards="
+                          f"{cfg.num_replay_shards}: every shard needs room for at least one transition.")
+    mode = str(getattr(executor.cfg, "vector_mode", "sync"))
+    if mode in ("serial", "pipelined"):
+        raise ConfigError(f"algo=apex with executor.vector_mode={mode}: each env copy has its own epsilon, so the "
+                          f"actor acts on all of a worker's copies at once. Use vector_mode=sync or async.")
