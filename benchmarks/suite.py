@@ -239,7 +239,8 @@ SUITE: tuple[Benchmark, ...] = (
     # -- not runnable yet: listed with what they wait for, so they cannot be mistaken for measured figures
     Benchmark(
         "pong_long", "benchmarks.pong_long",
-        "long learning runs: Pong to >= +18 with apex, impala and ppo on a GPU, frames and wall time (not in CI)",
+        "long learning runs: Pong to >= +18 with apex, impala and ppo on a GPU, frames and wall time (not in CI; "
+        "`python -m benchmarks.pong_long --smoke` checks its path on a CPU)",
         requires=(CudaGPU(), Registered("algo", "apex"), Registered("algo", "impala"), Registered("algo", "ppo"))),
 )
 

@@ -232,7 +232,9 @@ def test_benchmarks_wait_for_what_does_not_exist_yet() -> None:
     assert ready.unavailable() == []
     assert "benchmarks.no_such_module is not there" in unwritten.unavailable()[0]
     not_runnable = {b.name for b in SUITE if b.unavailable()}
-    assert "pong_long" in not_runnable  # listed, never faked (this machine has no GPU)
+    from rlrun.fingerprint import gpu_name
+
+    assert ("pong_long" in not_runnable) == (not gpu_name())  # listed without a GPU, never faked
     from rlrun.registry import registry
 
     assert ("scaling" in not_runnable) == ("apex" not in registry.names("algo"))
@@ -523,3 +525,16 @@ def test_rlrun_bench_console_script_lists_the_suite() -> None:
     assert "logger_overhead" in proc.stdout and "scaling" in proc.stdout and "unavailable" in proc.stdout
     bad = subprocess.run([str(exe), "nonsense"], capture_output=True, text=True, timeout=60, env=env)
     assert bad.returncode == 2 and "unknown command or benchmark 'nonsense'" in bad.stderr
+
+
+def test_pong_long_runs_every_preset_on_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU benchmark's path on the CPU (--smoke: 256 agent steps of each preset): every run stops at its frame
+    budget, its figures are filled, and a smoke run writes no result file."""
+    from benchmarks import pong_long
+
+    monkeypatch.setenv("RLRUN_BENCH_RESULTS", str(tmp_path))
+    figures = pong_long.main(["--smoke"])
+    for algo in pong_long.RUNS:
+        assert figures[f"stop_reason/{algo}"] == "env_steps" and figures[f"reached/{algo}"] == 0
+        assert figures[f"frames_per_s/{algo}"] > 0
+    assert list(tmp_path.iterdir()) == []
