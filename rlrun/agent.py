@@ -30,8 +30,9 @@ schema's) with keyword overrides. :class:`Agent` wraps it for plain numpy loops:
 observation, the final one where an episode ended (gymnasium's vector envs with SAME_STEP autoreset put it in
 ``info["final_obs"]``; :meth:`Agent.final_obs` puts it in place), so that time-limit truncations bootstrap
 correctly. When to call ``update`` is the application's choice: replay-based
-agents (DQN) learn from their memory on every call once it holds a batch; on-policy agents (PPO, A2C) learn on the
-steps observed since the previous update.
+agents (DQN, SAC) learn from their memory on every call once it holds a batch; on-policy agents (PPO, A2C, TRPO,
+IMPALA, APPO) learn on the steps observed since the previous update. Ape-X's learner needs its plan's actors and
+replay shards: ``make_agent("apex", ...)`` says so.
 """
 
 from __future__ import annotations
@@ -90,6 +91,10 @@ def make_agent(algo: str, observation_space: sp.Space, action_space: sp.Space, s
     if component is None:
         raise ConfigError(f"algo={algo} is not built from components (its make_agent gives nothing): it can only "
                           f"run through the CLI's plan.")
+    if not callable(getattr(component, "observe", None)) and not getattr(component, "learns_from_rollouts", False):
+        raise ConfigError(f"algo={algo}'s agent learns from its plan's distributed parts (e.g. Ape-X: actors and "
+                          f"replay shards), not from one application loop: run it with the CLI, or use an agent "
+                          f"with observe() (algo=dqn has Ape-X's switches: dueling, prioritized_replay, n_step).")
     return Agent(component.to(torch.device(device)), cfg, spec)
 
 
@@ -103,8 +108,11 @@ class Agent:
         self.spec = spec
         self.observation_space, self.action_space = spec.observation_space, spec.action_space
         self._extras: dict[str, torch.Tensor] = {}
-        params = inspect.signature(component.observe).parameters
-        self._observe_takes_extras = "extras" in params  # on-policy agents: the acting log-probs etc.
+        # An agent without observe() learns from time-major rollouts given to update() (IMPALA, APPO): this
+        # wrapper collects the observed steps, with the extras get_actions returned, and hands them over.
+        self._steps: list[dict[str, Any]] | None = None if callable(getattr(component, "observe", None)) else []
+        params = inspect.signature(component.observe).parameters if self._steps is None else {}
+        self._observe_takes_extras = "extras" in params or self._steps is not None  # acting log-probs etc.
         self._observe_takes_num_envs = "num_envs" in params  # replay agents storing step-major rows
 
     @property
@@ -162,17 +170,46 @@ class Agent:
                                  f"{next(iter(extras.values())).shape[0]}: call get_actions on the same batch first.")
             if "raw_action" not in extras and isinstance(self.action_space, sp.Box):
                 extras["raw_action"] = torch.as_tensor(actions, dtype=torch.float32)
-            self.component.observe(obs, actions, rewards, next_obs, terminated, truncated, extras)
+            if self._steps is not None:
+                self._steps.append({"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
+                                    "terminated": terminated, "truncated": truncated, **extras})
+            else:
+                self.component.observe(obs, actions, rewards, next_obs, terminated, truncated, extras)
         elif self._observe_takes_num_envs:
             self.component.observe(obs, actions, rewards, next_obs, terminated, truncated, num_envs=len(rewards))
         else:
             self.component.observe(obs, actions, rewards, next_obs, terminated, truncated)
+        reset = getattr(self.component, "reset_episodes", None)  # a recurrent agent's state ends with the episode
+        if callable(reset):
+            reset(terminated | truncated)
 
     def update(self) -> dict[str, float]:
         """One update of the algorithm (DQN: a gradient step on a replay batch; PPO/A2C: on the steps observed since
         the previous update); its metrics as floats."""
-        info = self.component.update()
+        if self._steps is None:
+            info = self.component.update()
+        else:
+            if not self._steps:
+                raise RuntimeError("update(): no steps observe()'d since the last update")
+            steps, self._steps = self._steps, []
+            info = self.component.update(self._time_major(steps))
         return {k: float(v) for k, v in info.items() if _is_scalar(v)}
+
+    def _time_major(self, steps: list[dict[str, Any]]) -> dict[str, Any]:
+        """Observed steps as a time-major rollout ``[T, B, ...]`` of tensors on the agent's device."""
+        space, device = self.observation_space, self.device
+
+        def stack(key: str) -> Any:
+            if key in ("obs", "next_obs"):
+                flats = [sp.flatten(space, s[key]) for s in steps]
+                leaves = {k: np.stack([np.asarray(f[k]) for f in flats]) for k in flats[0]}
+                return sp.to_torch(space, sp.unflatten(space, leaves), device)
+            values = [s[key] for s in steps]
+            if isinstance(values[0], torch.Tensor):
+                return torch.stack(values).to(device)
+            return torch.as_tensor(np.stack([np.asarray(v) for v in values]), device=device)
+
+        return {key: stack(key) for key in steps[0]}
 
     def get_weights(self) -> Any:
         return self.component.get_weights()

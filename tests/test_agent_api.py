@@ -134,3 +134,28 @@ def test_bad_arguments_are_one_clear_error(algo, overrides, error, match):
 def test_dqn_refuses_continuous_actions_at_build_time():
     with pytest.raises(ConfigError, match="Discrete"):
         rlrun.make_agent("dqn", gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Box(-1, 1, (1,), np.float32))
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ppo", "a2c", "trpo", "impala", "appo", "sac"])
+def test_every_algorithm_acts_observes_and_updates_in_an_applications_loop(algo: str, one_thread):
+    """20 steps of 4 env copies (Pendulum for SAC, CartPole otherwise), then update(): a finite loss and moved
+    weights. IMPALA and APPO learn from rollouts given to update(): the wrapper collects the observed steps."""
+    env_id = "Pendulum-v1" if algo == "sac" else "CartPole-v1"
+    envs = vector_env(env_id, 4)
+    small = {"batch_size": 16} if algo in ("dqn", "sac") else {}
+    agent = rlrun.make_agent(algo, envs.single_observation_space, envs.single_action_space, seed=0,
+                             torch_threads=one_thread, **small)
+    before = {k: v.clone() for k, v in agent.component.state_dict().items() if isinstance(v, torch.Tensor)}
+    run_loop(agent, envs, 20, update_every=10**9)
+    metrics = agent.update()
+    envs.close()
+    losses = [v for k, v in metrics.items() if k == "loss" or k.startswith("loss/")]
+    assert losses and all(np.isfinite(v) for v in losses), metrics
+    after = agent.component.state_dict()
+    assert any(not torch.equal(v, after[k]) for k, v in before.items() if v.is_floating_point())
+
+
+def test_apex_is_refused_with_the_reason():
+    space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    with pytest.raises(ConfigError, match="algo=apex's agent learns from its plan's distributed parts"):
+        rlrun.make_agent("apex", space, gym.spaces.Discrete(2))

@@ -171,6 +171,8 @@ class IMPALAAgent(Component):
     the recurrent state the learner needs), reset_episodes (worker hook), update (V-trace actor-critic step on a
     time-major batch of unrolls), weights (with their version)."""
 
+    learns_from_rollouts = True  # rlrun.make_agent: update() takes the time-major steps an application observed
+
     def __init__(self, cfg: IMPALAConfig, seed: int = 0, name: str = "impala_agent") -> None:
         super().__init__(name)
         self.cfg = cfg
