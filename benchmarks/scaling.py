@@ -8,7 +8,7 @@ For each plan and each worker count n in 1, 2, 4, ... up to the machine's cores 
 cores, started once. After a warm-up (``--warmup-s`` seconds, and at least one learner update: Ape-X's replay must
 first hold ``learning_starts`` transitions, set small here) the env steps and learner updates of the next
 ``--seconds`` are counted. Figures per plan and n: ``frames_per_s/<plan>/<n>w`` (agent steps x frame skip 4),
-``updates_per_s/<plan>/<n>w`` (learner updates), ``samples_trained_per_s/<plan>/<n>w`` where the plan reports it,
+``updates_per_s/<plan>/<n>w`` (learner gradient steps), ``samples_trained_per_s/<plan>/<n>w`` where the plan reports it,
 and ``ratio/<plan>/<n>w_over_1w`` (frames/s over the one-worker run's: the scaling; n would be ideal while
 there are free cores).
 
@@ -34,7 +34,10 @@ FRAME_SKIP = 4
 # (the presets' replay sizes are for long runs). IMPALA's preset network, the deep IMPALA ResNet, costs ~6x the
 # Nature CNN's FLOPs per frame: on a CPU its learner bounds the whole run, so it is also measured with the Nature CNN.
 PLANS: dict[str, tuple[str, list[str]]] = {
-    "apex": ("apex", ["algo.learning_starts=2000", "algo.buffer_size=50000", "executor.num_envs_per_worker=4"]),
+    # The preset's replay ratio (a batch of 512 per 4 env steps, with the paper's learner running free on a GPU)
+    # would make a CPU learner take minutes per rollout: here a batch of 128 per 64 env steps.
+    "apex": ("apex", ["algo.learning_starts=2000", "algo.buffer_size=50000", "executor.num_envs_per_worker=4",
+                      "algo.batch_size=128", "algo.train_every=64"]),
     "impala": ("impala", ["executor.num_envs_per_worker=4"]),
     "impala_nature_cnn": ("impala", ["algo.network=nature_cnn", "executor.num_envs_per_worker=4"]),
 }
@@ -62,16 +65,19 @@ def measure(case: str, workers: int, seconds: float, warmup_s: float, seed: int 
         updates = 0.0
         while True:  # warm-up: at least warmup_s and one learner update
             result = algo.training_step()
-            updates = float(result.metrics.get("learn/updates", 0.0))
+            updates = float(result.metrics.get("learn/gradient_steps", 0.0))
             if time.perf_counter() - start >= warmup_s and updates > 0:
                 break
+            if time.perf_counter() - start > max(10 * warmup_s, 300.0):
+                raise RuntimeError(f"{case} with {workers} workers: no gradient step in the first "
+                                   f"{time.perf_counter() - start:.0f} s (learn/gradient_steps stays 0)")
         t0, updates0, steps = time.perf_counter(), updates, 0
         trained0 = float(result.metrics.get("learn/samples_trained", 0.0))
         while time.perf_counter() - t0 < seconds:
             result = algo.training_step()
             steps += result.env_steps
         elapsed = time.perf_counter() - t0
-        updates = float(result.metrics.get("learn/updates", updates0))
+        updates = float(result.metrics.get("learn/gradient_steps", updates0))
         trained = float(result.metrics.get("learn/samples_trained", trained0))
     finally:
         algo.stop()
