@@ -38,7 +38,14 @@ from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.algos.base import Algorithm, IterationResult
-from rlrun.algos.ppo import explained_variance, make_torso, policy_factory, rollout_from_samples
+from rlrun.algos.ppo import (
+    build_actor_critic,
+    clip_to_bounds,
+    explained_variance,
+    make_torso,
+    policy_factory,
+    rollout_from_samples,
+)
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
@@ -200,16 +207,7 @@ class IMPALAAgent(Component):
         return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
-        if not isinstance(actions, (sp.Discrete, sp.Box)):
-            raise ConfigError(f"algo={self.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
-        self.action_space = actions
-        self.continuous = isinstance(actions, sp.Box)
-        self.build_child(self.network, obs=obs, actions=actions)
-        self.optimizer.attach(self.network.parameters())
-        if self.continuous:  # samples are clipped to the bounds for the env; the learner uses the raw sample
-            self.register_buffer("action_low", torch.as_tensor(actions.low, dtype=torch.float32))
-            self.register_buffer("action_high", torch.as_tensor(actions.high, dtype=torch.float32))
-        self.output_spaces["get_actions"] = actions
+        build_actor_critic(self, obs, actions)
 
     # ------------------------------------------------------------------ acting
 
@@ -246,9 +244,7 @@ class IMPALAAgent(Component):
         return self._clip(sample), extras
 
     def _clip(self, actions: torch.Tensor) -> torch.Tensor:
-        if not self.continuous:
-            return actions
-        return torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
+        return clip_to_bounds(self, actions)
 
     def reset_episodes(self, done: np.ndarray) -> None:
         """Worker hook, after every env step: zero the recurrent state of the env copies whose episode ended."""

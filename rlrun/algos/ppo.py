@@ -198,6 +198,29 @@ def _flatten_time(x: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------- agent
 
 
+def build_actor_critic(agent: Component, obs: sp.Space, actions: sp.Space) -> None:
+    """The build of an actor-critic agent (PPO, A2C, IMPALA, APPO) with ``agent.network`` and ``agent.optimizer``:
+    Discrete or Box actions only, the network built from the spaces and attached to the optimizer, and for Box
+    actions the bounds samples are clipped to for the env (the learner uses the raw sample)."""
+    if not isinstance(actions, (sp.Discrete, sp.Box)):
+        raise ConfigError(f"algo={agent.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
+    agent.action_space = actions
+    agent.continuous = isinstance(actions, sp.Box)
+    agent.build_child(agent.network, obs=obs, actions=actions)
+    agent.optimizer.attach(agent.network.parameters())
+    if agent.continuous:
+        agent.register_buffer("action_low", torch.as_tensor(actions.low, dtype=torch.float32))
+        agent.register_buffer("action_high", torch.as_tensor(actions.high, dtype=torch.float32))
+    agent.output_spaces["get_actions"] = actions
+
+
+def clip_to_bounds(agent: Component, actions: torch.Tensor) -> torch.Tensor:
+    """Box actions clipped to the bounds :func:`build_actor_critic` registered; Discrete ones as they are."""
+    if not agent.continuous:
+        return actions
+    return torch.maximum(torch.minimum(actions, agent.action_high), agent.action_low)
+
+
 class PPOAgent(Component):
     """The PPO agent API: get_actions (with the log-probability the learner needs), observe (collect a rollout
     step by step from an application's loop), update (GAE + epochs of clipped-surrogate minibatch steps), weights.
@@ -235,16 +258,7 @@ class PPOAgent(Component):
         return self.optimizer.optimizer.optimizer  # MultiStep -> GradientStep -> torch.optim.Adam
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
-        if not isinstance(actions, (sp.Discrete, sp.Box)):
-            raise ConfigError(f"algo={self.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
-        self.action_space = actions
-        self.continuous = isinstance(actions, sp.Box)
-        self.build_child(self.network, obs=obs, actions=actions)
-        self.optimizer.attach(self.network.parameters())
-        if self.continuous:  # samples are clipped to the bounds for the env; the learner uses the raw sample
-            self.register_buffer("action_low", torch.as_tensor(actions.low, dtype=torch.float32))
-            self.register_buffer("action_high", torch.as_tensor(actions.high, dtype=torch.float32))
-        self.output_spaces["get_actions"] = actions
+        build_actor_critic(self, obs, actions)
 
     # ------------------------------------------------------------------ acting
 
@@ -263,9 +277,7 @@ class PPOAgent(Component):
         return self._clip(sample), extras
 
     def _clip(self, actions: torch.Tensor) -> torch.Tensor:
-        if not self.continuous:
-            return actions
-        return torch.maximum(torch.minimum(actions, self.action_high), self.action_low)
+        return clip_to_bounds(self, actions)
 
     @api
     def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any, truncated: Any,
