@@ -76,36 +76,38 @@ def flatten_space(space: Space, prefix: str = "") -> "OrderedDict[str, Space]":
 def flatten(space: Space, value: Any) -> "OrderedDict[str, Any]":
     """Flatten a nested value that matches ``space`` into ``{"a/b": leaf_value}``."""
     out: "OrderedDict[str, Any]" = OrderedDict()
-
-    def walk(sp: Space, v: Any, prefix: str) -> None:
-        if isinstance(sp, gs.Dict):
-            for key, sub in sp.spaces.items():
-                if key not in v:
-                    raise SpaceError(f"value has no key '{key}' required by {sp}")
-                walk(sub, v[key], f"{prefix}{key}/")
-        elif isinstance(sp, gs.Tuple):
-            if len(v) != len(sp.spaces):
-                raise SpaceError(f"value has {len(v)} items, {sp} needs {len(sp.spaces)}")
-            for i, sub in enumerate(sp.spaces):
-                walk(sub, v[i], f"{prefix}{i}/")
-        else:
-            out[prefix.rstrip("/")] = v
-
-    walk(space, value, "")
+    _flatten_into(out, space, value, "")
     return out
+
+
+# Module-level recursion, not nested closures: a closure that calls itself is a reference cycle (function -> cell
+# -> function) holding what it captured, so the values (rollout arrays) would live on until the cyclic collector ran.
+def _flatten_into(out: "OrderedDict[str, Any]", sp: Space, v: Any, prefix: str) -> None:
+    if isinstance(sp, gs.Dict):
+        for key, sub in sp.spaces.items():
+            if key not in v:
+                raise SpaceError(f"value has no key '{key}' required by {sp}")
+            _flatten_into(out, sub, v[key], f"{prefix}{key}/")
+    elif isinstance(sp, gs.Tuple):
+        if len(v) != len(sp.spaces):
+            raise SpaceError(f"value has {len(v)} items, {sp} needs {len(sp.spaces)}")
+        for i, sub in enumerate(sp.spaces):
+            _flatten_into(out, sub, v[i], f"{prefix}{i}/")
+    else:
+        out[prefix.rstrip("/")] = v
 
 
 def unflatten(space: Space, flat: Mapping[str, Any]) -> Any:
     """Inverse of ``flatten``."""
+    return _unflatten(space, flat, "")
 
-    def build(sp: Space, prefix: str) -> Any:
-        if isinstance(sp, gs.Dict):
-            return {key: build(sub, f"{prefix}{key}/") for key, sub in sp.spaces.items()}
-        if isinstance(sp, gs.Tuple):
-            return tuple(build(sub, f"{prefix}{i}/") for i, sub in enumerate(sp.spaces))
-        return flat[prefix.rstrip("/")]
 
-    return build(space, "")
+def _unflatten(sp: Space, flat: Mapping[str, Any], prefix: str) -> Any:
+    if isinstance(sp, gs.Dict):
+        return {key: _unflatten(sub, flat, f"{prefix}{key}/") for key, sub in sp.spaces.items()}
+    if isinstance(sp, gs.Tuple):
+        return tuple(_unflatten(sub, flat, f"{prefix}{i}/") for i, sub in enumerate(sp.spaces))
+    return flat[prefix.rstrip("/")]
 
 
 def map_structure(fn: Any, space: Space, value: Any) -> Any:
