@@ -173,6 +173,33 @@ class _NoWorkers:
         pass
 
 
+class _NoReplay:
+    """The replay shard set of an algorithm restored for inference (Ape-X): no memory; a checkpoint's replay
+    contents are not loaded (acting does not need them)."""
+
+    num_shards = 0
+
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
+        raise RlrunError("this algorithm was restored for inference (rlrun eval/export) and has no replay memory")
+
+    add = sample_async = update_priorities = sample
+
+    def size(self) -> int:
+        return 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Any) -> None:
+        pass
+
+    def shard_pids(self) -> list[int]:
+        return []
+
+    def stop(self) -> None:
+        pass
+
+
 class _NoEnvExecutor:
     """An executor that builds no env workers: enough to construct an algorithm and load its weights."""
 
@@ -186,6 +213,9 @@ class _NoEnvExecutor:
 
     def worker_set(self, policy: Any, device: Any = "cpu", policy_factory: Any = None, **_: Any) -> _NoWorkers:
         return _NoWorkers()
+
+    def replay_shards(self, factory: Any, num_shards: int) -> _NoReplay:
+        return _NoReplay()
 
     def metrics(self) -> dict[str, float]:
         return {}

@@ -343,7 +343,8 @@ def _check(cfg: ApexConfig, executor: Any) -> None:
     if cfg.buffer_size < cfg.num_replay_shards:
         raise ConfigError(f"algo.buffer_size={cfg.buffer_size} is smaller than algo.num_replay_shards="
                           f"{cfg.num_replay_shards}: every shard needs room for at least one transition.")
-    mode = str(getattr(executor.cfg, "vector_mode", "sync"))
+    # An executor without a config (rlrun eval's, which builds no workers) acts in no vector mode at all.
+    mode = str(getattr(getattr(executor, "cfg", None), "vector_mode", "sync"))
     if mode in ("serial", "pipelined"):
         raise ConfigError(f"algo=apex with executor.vector_mode={mode}: each env copy has its own epsilon, so the "
                           f"actor acts on all of a worker's copies at once. Use vector_mode=sync or async.")

@@ -4,6 +4,7 @@ with 2 workers on executor=local and executor=ray, a killed replay shard, determ
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 from dataclasses import replace
@@ -287,6 +288,15 @@ def test_cli_run_on_the_local_executor_writes_summary_and_export(workdir: Path) 
     policy = torch.jit.load(summary["export"][0])
     assert policy(torch.zeros(3, 4)).shape == (3,)
     assert "Traceback" not in proc.stderr
+    # From the checkpoint, without env workers or replay: rlrun eval and rlrun export (both once failed: the
+    # algorithm read the executor's config and asked it for replay shards).
+    run_dir = Path(summary["run_dir"])
+    run_rlrun(["eval", str(run_dir), "--episodes", "2"], workdir, check=True)
+    result = json.loads((run_dir / "eval.json").read_text())
+    assert len(result["returns"]) == 2 and all(r >= 8 for r in result["returns"])  # CartPole lasts >= 8 steps
+    out = workdir / "exported"
+    run_rlrun(["export", str(run_dir), "--out", str(out)], workdir, check=True)
+    assert torch.jit.load(str(out / "policy.pt"))(torch.zeros(2, 4)).shape == (2,)
 
 
 def test_atari_smoke_on_the_local_executor(tmp_path: Path) -> None:
