@@ -581,6 +581,13 @@ class RayExecutorConfig:
     """Adds and priority updates not yet finished per replay shard at most; the driver waits beyond (algo=apex)."""
     max_replay_shard_restarts: int = 10
     """A dead replay shard is replaced by an empty one this many times per run at most; one more ends the run."""
+    observation_transfer: str = "shared_memory"
+    """How rollout observations reach the driver: shared_memory (a segment the driver lends to each request, for
+    workers on the driver's node; others use the object store) | object_store (Ray's object store always)."""
+    preload_modules: list[str] = field(default_factory=lambda: ["torch", "rlrun.execution.ray_executor"])
+    """Modules the workers of a local cluster this executor starts import before they get work (Ray's
+    preload_python_modules): Ray starts workers during ray.init, so these imports overlap the driver's own set-up
+    instead of delaying the first sample. [] turns it off; ignored with an address."""
 
 
 # ---------------------------------------------------------------- logger

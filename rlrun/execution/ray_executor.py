@@ -13,6 +13,14 @@ started. The worker-set contract is in ``rlrun/execution/worker_set.py``; here i
   those rows only and the driver rebuilds ``next_obs`` (:func:`pack` / :func:`unpack`). That halves the frames
   moved per rollout (100 x 4 x 84 x 84 uint8 is 2.7 MiB: ~3 ms through the object store on this machine class).
   The driver copies the arrays out of the object store (writable, and the object is freed at once).
+  ``observation_transfer=shared_memory`` (default) keeps a worker's observations out of the object store when it
+  runs on the driver's node: each request carries a shared-memory slot the driver lends it, the worker writes the
+  observations there, and the driver copies them out and lends the slot again
+  (``rlrun/execution/shared_memory_transfer.py``; rollouts under 256 KiB of observations, workers on other nodes
+  and ``object_store`` use the store).
+- **Start-up.** A local cluster this executor starts has its workers import ``executor.preload_modules`` (torch
+  and the worker code) as soon as Ray starts them, during ``ray.init``, so the imports overlap the driver's own
+  set-up instead of delaying the first rollout.
 - **Weights** ride on a worker's next sample request (no extra round trip): inline when small, otherwise put in
   the object store once and read by every worker.
 - **Bounded in-flight requests and object lifetimes.** ``sample_async`` keeps at most
@@ -49,6 +57,15 @@ import torch
 from rlrun import spaces as sp
 from rlrun.errors import ConfigError, RlrunError
 from rlrun.execution.rollout_worker import VECTOR_MODES, EnvFactory, Policy, RolloutWorker, SampleBatch
+from rlrun.execution.shared_memory_transfer import (
+    MIN_SHARED_BYTES,
+    SharedArrays,
+    Slot,
+    SlotPool,
+    SlotWriter,
+    slot_bytes,
+)
+from rlrun.execution.shared_memory_transfer import available as shared_memory_available
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import (
     PolicyCopy,
@@ -125,27 +142,41 @@ class RemoteRolloutWorker:
         self.worker = RolloutWorker(env_factory, policy, num_envs, env_seed, vector_mode, device,
                                     worker_index=stream_index, acting_seed_base=acting_seed_base)
         self.space = self.worker.spec.observation_space
+        self._slots = SlotWriter()
 
     def pid(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node this worker runs on (shared-memory transfer needs the driver's)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def set_weights(self, weights: Any) -> None:
         set_policy_weights(self.worker.policy, from_wire(weights))
 
-    def sample(self, num_steps: int, explore: bool, weights: Any = None) -> SampleBatch:
-        """A rollout; ``weights`` (when not None) are set first: a weight sync rides on the next request."""
+    def sample(self, num_steps: int, explore: bool, weights: Any = None, slot: Slot | None = None) -> SampleBatch:
+        """A rollout; ``weights`` (when not None) are set first: a weight sync rides on the next request. With a
+        ``slot`` (shared memory the driver lent to this request) the observations go there and ``batch.obs`` is
+        their :class:`SharedArrays` descriptor."""
         if weights is not None:
             set_policy_weights(self.worker.policy, from_wire(weights))
         batch = self.worker.sample(num_steps, explore)
         t0 = time.perf_counter()
         packed = pack(batch, self.space)
+        if slot is not None and packed.obs is not None:
+            shared = self._slots.write(slot, sp.flatten(self.space, packed.obs))
+            if shared is not None:
+                packed = replace(packed, obs=shared)
         return replace(packed, transfer_seconds=time.perf_counter() - t0)
 
-    def sample_split(self, num_steps: int, explore: bool, weights: Any, keys: Sequence[str]) -> tuple:
+    def sample_split(self, num_steps: int, explore: bool, weights: Any, keys: Sequence[str],
+                     slot: Slot | None = None) -> tuple:
         """:meth:`sample`, returned as ``(batch, info[keys[0]], info[keys[1]], ...)`` with those entries taken
         out of the batch: called with ``num_returns=1 + len(keys)``, each is an object of its own in the store,
         which the driver can hand on (to a replay shard) without fetching it."""
-        batch = self.sample(num_steps, explore, weights)
+        batch = self.sample(num_steps, explore, weights, slot)
         return (batch, *[batch.info.pop(k, None) for k in keys])
 
     def get_state(self) -> dict[str, Any]:
@@ -162,6 +193,7 @@ class RemoteRolloutWorker:
 
     def close(self) -> None:
         self.worker.close()
+        self._slots.close()
 
 
 # ---------------------------------------------------------------------------------------------------- worker set
@@ -195,6 +227,14 @@ class RayWorkerSet:
         self._pending: dict[Any, tuple[int, int]] = {}  # async request -> (worker, generation)
         self._in_flight = [0] * self.num_workers
         self._async_args: tuple[int, bool] = (1, True)
+        # Shared-memory transfer of observations (rlrun/execution/shared_memory_transfer.py) for workers on this
+        # process's node: per worker True/False, or the object ref of a new actor's node id not yet known.
+        self._pool = SlotPool(int(cfg.max_in_flight_per_worker) + 1) \
+            if cfg.observation_transfer == "shared_memory" and shared_memory_available() else None
+        self._obs_leaf_bytes = [int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize
+                                for s in sp.flatten_space(self.space).values()]
+        self._on_this_node: list[Any] = [False] * self.num_workers
+        self._lent: dict[Any, Slot] = {}  # request -> the slot lent to it
         self.actors = [self._make_actor(w) for w in range(self.num_workers)]
         self._wait_ready()
         self.sync_weights()  # the workers start from the learner's weights (they go with the first requests)
@@ -205,12 +245,31 @@ class RayWorkerSet:
         from ray.exceptions import RayActorError, RayTaskError
 
         try:
-            ray.get([a.pid.remote() for a in self.actors])
+            nodes = ray.get([a.node_id.remote() for a in self.actors])
         except (RayActorError, RayTaskError) as e:
             cause = getattr(e, "cause", None) or getattr(getattr(e, "error", None), "cause", None)
             if isinstance(cause, RlrunError):
                 raise cause from None
             raise RlrunError(f"executor=ray: a rollout worker could not start: {_one_line(e)}") from None
+        if self._pool is not None:
+            here = ray.get_runtime_context().get_node_id()
+            self._on_this_node = [node == here for node in nodes]
+
+    def _shared_memory_for(self, w: int) -> bool:
+        """Whether worker ``w`` shares this process's node (a replacement's answer is read once it is ready)."""
+        import ray
+
+        known = self._on_this_node[w]
+        if isinstance(known, bool):
+            return known
+        ready, _ = ray.wait([known], timeout=0)
+        if not ready:
+            return False
+        try:
+            self._on_this_node[w] = ray.get(ready[0]) == ray.get_runtime_context().get_node_id()
+        except Exception:  # noqa: BLE001 - it died again: the restart path deals with that
+            self._on_this_node[w] = False
+        return self._on_this_node[w]
 
     # ------------------------------------------------------------ workers
 
@@ -247,7 +306,11 @@ class RayWorkerSet:
         for ref in [r for r, (wid, _) in self._pending.items() if wid == w]:
             del self._pending[ref]
             self._info_refs.pop(ref, None)
+            self._lent.pop(ref, None)
         self.actors[w] = self._make_actor(w)
+        if self._pool is not None:  # its slots are not reused (the dead process might still write)
+            self._pool.drop_worker(w)
+            self._on_this_node[w] = self.actors[w].node_id.remote()
         self._unsent[w] = self._weights[w] is not None  # the new actor gets the last weights with its first request
 
     def _fetch(self, ref: Any) -> SampleBatch:
@@ -256,7 +319,15 @@ class RayWorkerSet:
 
         t0 = time.perf_counter()
         info_refs = self._info_refs.pop(ref, None)
-        batch = unpack(ray.get(ref), self.space)
+        slot = self._lent.pop(ref, None)
+        try:
+            batch = ray.get(ref)
+            if isinstance(batch.obs, SharedArrays):
+                batch = replace(batch, obs=sp.unflatten(self.space, self._pool.views(batch.obs)))
+            batch = unpack(batch, self.space)  # copies the observations out of the slot
+        finally:
+            if slot is not None:
+                self._pool.give_back(slot)
         if info_refs is not None:
             batch.info.update(zip(self.info_by_reference, info_refs, strict=True))
         self.timer.add("transfer", time.perf_counter() - t0 + batch.transfer_seconds)
@@ -299,12 +370,27 @@ class RayWorkerSet:
         """Send worker ``w`` a sample request, with the weights it has not had yet."""
         weights = self._weights[w] if self._unsent[w] else None
         self._unsent[w] = False
+        slot = self._lend(w, num_steps)
         if self.info_by_reference:
             refs = self.actors[w].sample_split.options(num_returns=1 + len(self.info_by_reference)).remote(
-                num_steps, explore, weights, self.info_by_reference)
+                num_steps, explore, weights, self.info_by_reference, slot)
             self._info_refs[refs[0]] = list(refs[1:])
-            return refs[0]
-        return self.actors[w].sample.remote(num_steps, explore, weights)
+            ref = refs[0]
+        else:
+            ref = self.actors[w].sample.remote(num_steps, explore, weights, slot)
+        if slot is not None:
+            self._lent[ref] = slot
+        return ref
+
+    def _lend(self, w: int, num_steps: int) -> Slot | None:
+        """A shared-memory slot for worker ``w``'s next rollout of ``num_steps`` steps, or None (object store):
+        observations too small to gain, a worker on another node, or every slot of the worker lent."""
+        if self._pool is None:
+            return None
+        nbytes = slot_bytes(self._obs_leaf_bytes, int(num_steps) * self.envs_per_worker)
+        if nbytes < MIN_SHARED_BYTES or not self._shared_memory_for(w):
+            return None
+        return self._pool.lend(w, nbytes)
 
     def sample_async(self, num_steps: int, explore: bool = True,
                      min_batches: int = 1) -> Iterator[tuple[SampleBatch, int]]:
@@ -424,8 +510,12 @@ class RayWorkerSet:
         self.actors = []
         self._pending.clear()
         self._info_refs.clear()
+        self._lent.clear()
+        if self._pool is not None:
+            self._pool.close()
 
 
+OBSERVATION_TRANSFERS = ("shared_memory", "object_store")
 INLINE_WEIGHTS_BYTES = 256 * 1024  # weights smaller than this are sent inside each request instead of ray.put
 
 
@@ -475,6 +565,8 @@ class RayExecutor:
                 if cfg.object_store_memory is not None:
                     kwargs["object_store_memory"] = int(cfg.object_store_memory)
                 kwargs["_system_config"] = {"worker_niceness": int(cfg.worker_niceness)}
+                if cfg.get("preload_modules"):  # imported by the workers Ray starts ahead, while the driver works
+                    kwargs["_system_config"]["preload_python_modules"] = [str(m) for m in cfg.preload_modules]
             try:
                 ray.init(**kwargs)
             except Exception as e:  # noqa: BLE001 - e.g. no cluster at executor.address
@@ -582,6 +674,9 @@ def _validate(cfg: Any) -> None:
     for key in ("cpus_per_worker", "cpus_per_replay_shard"):
         if key in cfg and float(cfg[key]) < 0:
             raise ConfigError(f"executor.{key}={cfg[key]}: must not be negative.")
+    if "observation_transfer" in cfg and cfg.observation_transfer not in OBSERVATION_TRANSFERS:
+        raise ConfigError(f"executor.observation_transfer={cfg.observation_transfer}: must be one of "
+                          f"{', '.join(OBSERVATION_TRANSFERS)}.")
     if cfg.vector_mode not in VECTOR_MODES:
         raise ConfigError(f"executor.vector_mode={cfg.vector_mode}: must be one of {', '.join(VECTOR_MODES)}.")
     if cfg.num_cpus is not None and int(cfg.num_cpus) < 1:
