@@ -16,10 +16,16 @@ one core. Each acting figure is reported as ``fraction_of_limit/...`` (median ov
 goal: local >= 0.8) and the Ray ones also as ``ray_vs_local/...`` (goal: >= 0.8 with the same number of workers).
 Two workers run on two cores at once, so their fraction can pass 1.
 
-**Ray start-up**: seconds from building the first ``RayExecutor`` (it calls ``ray.init``) to the first rollout of
-its workers (Pong, two workers), split into ``ray.init`` and worker start; **memory**: resident (RSS) and
+**Ray start-up** (``--startup-runs N``, default 3): in N fresh processes per variant, alternated, seconds from
+building a ``RayExecutor`` (it calls ``ray.init``: a new local cluster) to the first rollout of its workers (Pong,
+two workers x 4 copies), split into ``ray.init`` and worker start, with the default ``executor.preload_modules``
+(``ray_startup/...``) and with ``[]`` (``ray_startup/no_preload/...``); medians. **Memory**: resident (RSS) and
 proportional (PSS, shared pages split between processes) memory of the Ray processes at that moment (the
-cluster's daemons and the two workers; not this driver).
+cluster's daemons and the two workers; not the driver).
+
+**Transfer** (``--no-transfer`` skips it): one rollout's frames (16 x 64 x 4 x 84 x 84 uint8, 28.9 MB) from a
+worker actor to this process through Ray's object store vs the shared-memory slots of
+``executor.observation_transfer=shared_memory``, interleaved: ms per rollout, GB/s, CPU ms of each side.
 
 **envpool settings** (``pong+envpool:N``: ``env=pong env.backend=envpool``, the same DeepMind protocol stepped
 in envpool's C++ threads): (a) is envpool's pool of N copies (its threads on every core), and the acting sides are
@@ -41,11 +47,13 @@ forward on the 2n observations of both (central, batched inference), or each wor
 
     python -m benchmarks.executor_throughput [--quick] [--seconds S] [--rounds N]
                                              [--settings pong:8,pong+envpool:64,cartpole:8] [--no-batching]
+                                             [--no-transfer] [--startup-runs N]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -402,6 +410,145 @@ def dynamic_batching(env: str, workers: int, n: int, seconds: float, central: bo
             a.unlink()
 
 
+# ---------------------------------------------------------------------------------------------------- transfer
+
+TRANSFER_SHAPE = (16, 64, 4, 84, 84)  # a rollout of 16 steps x 64 Pong copies: 28.9 MB of uint8 frames
+
+
+class _TransferActor:
+    """Returns a rollout-sized frame array as a Ray worker would: a fresh array each time (a worker stacks new
+    frames), through the object store or written into a lent shared-memory slot (rlrun's SlotWriter)."""
+
+    def __init__(self) -> None:
+        from rlrun.execution.shared_memory_transfer import SlotWriter
+
+        self.frames = np.random.default_rng(0).integers(0, 256, TRANSFER_SHAPE, dtype=np.uint8)
+        self.writer = SlotWriter()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def rollout(self, slot: Any = None) -> Any:
+        fresh = self.frames.copy()
+        return fresh if slot is None else self.writer.write(slot, {"obs": fresh})
+
+
+def transfer(rounds: int, per_round: int = 20) -> dict[str, Any]:
+    """Moving one rollout's frames from a worker actor to this process: Ray's object store vs the shared-memory
+    slots of ``executor.observation_transfer=shared_memory`` (rlrun's SlotPool/SlotWriter), interleaved; each ends
+    with a writable copy in this process. Wall ms per rollout, GB/s, and CPU ms per rollout of the worker (its copy
+    of the fresh frames included, the same on both paths) and of this process."""
+    import ray
+
+    from rlrun.execution.shared_memory_transfer import SlotPool
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    actor = ray.remote(num_cpus=0)(_TransferActor).remote()
+    pool = SlotPool(1)
+    try:
+        pid = ray.get(actor.pid.remote())
+        nbytes = int(np.prod(TRANSFER_SHAPE))
+        stats: dict[str, list[tuple[float, float, float]]] = {"object_store": [], "shared_memory": []}
+        for _ in range(rounds):
+            for path in stats:
+                w0, c0, t0 = _cpu_seconds(pid), time.process_time(), time.perf_counter()
+                for _ in range(per_round):
+                    if path == "object_store":
+                        out = np.array(ray.get(actor.rollout.remote()))
+                    else:
+                        slot = pool.lend(0, nbytes)
+                        shared = ray.get(actor.rollout.remote(slot))
+                        out = np.array(pool.views(shared)["obs"])
+                        pool.give_back(slot)
+                    del out
+                stats[path].append(((time.perf_counter() - t0) / per_round, (_cpu_seconds(pid) - w0) / per_round,
+                                    (time.process_time() - c0) / per_round))
+        med = statistics.median
+        figures: dict[str, Any] = {"transfer/rollout_mb": round(nbytes / 1e6, 1)}
+        for path, rows in stats.items():
+            wall = med(r[0] for r in rows)
+            figures[f"transfer/{path}/ms_per_rollout"] = round(wall * 1e3, 2)
+            figures[f"transfer/{path}/gb_per_s"] = round(nbytes / wall / 1e9, 2)
+            figures[f"transfer/{path}/worker_cpu_ms_per_rollout"] = round(med(r[1] for r in rows) * 1e3, 1)
+            figures[f"transfer/{path}/driver_cpu_ms_per_rollout"] = round(med(r[2] for r in rows) * 1e3, 1)
+        figures["transfer/shared_memory_vs_object_store"] = round(
+            med(o[0] / s[0] for o, s in zip(stats["object_store"], stats["shared_memory"], strict=True)), 2)
+        return figures
+    finally:
+        pool.close()
+        ray.kill(actor)
+        if started:
+            ray.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------------- start-up
+
+STARTUP_WORKERS, STARTUP_ENVS_PER_WORKER = 2, 4  # RLlib's figure: 2 env runners
+
+
+def startup_probe(preload: bool) -> dict[str, Any]:
+    """One Ray start-up in this (fresh) process, as ``rlrun env=pong executor=ray`` does it: the driver has imported
+    torch and rlrun and built its env factory and policy; then ``RayExecutor`` (``ray.init`` of a new local cluster
+    of every core) and its worker set (2 workers x 4 Pong copies) up to their first rollout. ``preload``: the
+    default ``executor.preload_modules``; else ``[]``. Also the Ray processes' memory and CPU seconds then."""
+    import ray
+    from omegaconf import OmegaConf
+
+    from rlrun.config import RayExecutorConfig
+    from rlrun.registry import registry
+
+    torch.set_num_threads(1)
+    factory = compose_env("pong")
+    spec = factory.spec
+    policy = GreedyQPolicy(spec.observation_space, spec.action_space).eval()
+    cfg = RayExecutorConfig(num_workers=STARTUP_WORKERS, num_envs_per_worker=STARTUP_ENVS_PER_WORKER)
+    if not preload:
+        cfg.preload_modules = []
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    executor = registry.build("executor", "ray", OmegaConf.structured(cfg), factory, 0)
+    t1 = time.perf_counter()
+    ws = executor.worker_set(policy, "cpu", policy_factory=GreedyQFactory(spec.observation_space, spec.action_space))
+    ws.sample(1, explore=False)
+    t2 = time.perf_counter()
+    mem = ray_memory()
+    out = {"ray_init_s": t1 - t0, "workers_to_first_sample_s": t2 - t1, "init_to_first_sample_s": t2 - t0,
+           "cpu_s": mem.pop("cpu_s") + time.process_time() - cpu0, **mem, "ray_version": ray.__version__}
+    executor.stop()
+    return out
+
+
+def ray_startup(runs: int) -> dict[str, Any]:
+    """Ray start-up (:func:`startup_probe`) in ``runs`` fresh processes per variant, with and without the workers'
+    module preloading, alternated; medians. Figures ``ray_startup/...`` and ``ray_memory/...`` (default config)."""
+    import subprocess
+
+    results: dict[str, list[dict[str, Any]]] = {"preload": [], "no_preload": []}
+    load = load_average()
+    for _ in range(runs):
+        for variant in results:
+            proc = subprocess.run([sys.executable, "-m", "benchmarks.executor_throughput", "--startup-probe",
+                                   variant], capture_output=True, text=True, check=True, timeout=300)
+            results[variant].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    med = statistics.median
+    out: dict[str, Any] = {"ray_startup/env": "pong", "ray_startup/workers": STARTUP_WORKERS,
+                           "ray_startup/envs_per_worker": STARTUP_ENVS_PER_WORKER, "ray_startup/runs": runs,
+                           "ray_startup/load_average": load,
+                           "ray_startup/ray_version": results["preload"][0]["ray_version"]}
+    for key in ("ray_init_s", "workers_to_first_sample_s", "init_to_first_sample_s", "cpu_s"):
+        out[f"ray_startup/{key}"] = round(med(r[key] for r in results["preload"]), 2)
+        out[f"ray_startup/no_preload/{key}"] = round(med(r[key] for r in results["no_preload"]), 2)
+    out["ray_startup/init_to_first_sample_all_s"] = [round(r["init_to_first_sample_s"], 2)
+                                                      for r in results["preload"]]
+    out["ray_startup/no_preload/init_to_first_sample_all_s"] = [round(r["init_to_first_sample_s"], 2)
+                                                                 for r in results["no_preload"]]
+    for key in ("processes", "rss_mib", "pss_mib"):
+        out[f"ray_memory/{key}"] = med(r[key] for r in results["preload"])
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------- main
 
 
@@ -427,7 +574,7 @@ def worker_sets(env: str, num_envs: int) -> tuple[dict[str, tuple[str, dict[str,
     return sets, ["local", "ray_1w", "ray_1w_async", "ray_2w", "ray_2w_async"]
 
 
-def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[str, Any]) -> dict[str, Any]:
+def measure(env: str, num_envs: int, rounds: int, seconds: float) -> dict[str, Any]:
     s = Setting(env, num_envs)
     key = f"{env.replace('+', '_')}/x{num_envs}"  # MLflow metric names take no "+"
     skip = s.spec.frame_skip
@@ -435,18 +582,7 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, startup: dict[
     cores = os.cpu_count() or 1
     try:
         for label, (name, cfg) in labels.items():
-            cpu0 = time.process_time()
-            init_s, first_s = s.add(label, name, **cfg)
-            if name == "ray" and not startup:  # the first Ray executor of the run starts the cluster
-                import ray
-
-                mem = ray_memory()
-                startup.update({"env": env, "label": label, "ray_init_s": round(init_s, 2),
-                                "workers_to_first_sample_s": round(first_s, 2),
-                                "init_to_first_sample_s": round(init_s + first_s, 2),
-                                "cpu_s": round(mem.pop("cpu_s") + time.process_time() - cpu0, 2),
-                                "memory": mem, "ray_version": ray.__version__,
-                                "load_average": load_average()})
+            s.add(label, name, **cfg)
         raw, policy, limit = [], [], []
         raw_cpu: list[float] = []
         policy_cpu: list[float] = []
@@ -506,23 +642,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--settings", default=",".join(f"{e}:{n}" for e, n in SETTINGS),
                         help="comma-separated env:copies (env: an option of the env config group)")
     parser.add_argument("--no-batching", action="store_true", help="skip the dynamic-batching experiment")
+    parser.add_argument("--no-transfer", action="store_true", help="skip the object store vs shared memory "
+                        "transfer measurement")
+    parser.add_argument("--startup-runs", type=int, help="fresh processes per Ray start-up variant (default 3; "
+                        "--quick 1; 0: skip)")
+    parser.add_argument("--startup-probe", choices=("preload", "no_preload"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.startup_probe:  # one start-up in this fresh process (see ray_startup)
+        print(json.dumps(startup_probe(args.startup_probe == "preload")))
+        return {}
+    if args.startup_runs is None:
+        args.startup_runs = 1 if args.quick else 3
     seconds = args.seconds or (1.0 if args.quick else 2.0)
     rounds = args.rounds or (2 if args.quick else 3)
     torch.set_num_threads(1)
     figures: dict[str, Any] = {"seconds_per_block": seconds, "rounds": rounds, "rollout_steps": ROLLOUT_STEPS,
                                "torch_threads": 1, "load_average_before": load_average()}
-    startup: dict[str, Any] = {}
-    for item in args.settings.split(","):
+    for item in filter(None, args.settings.split(",")):
         env, n = item.split(":")
-        figures.update(measure(env, int(n), rounds, seconds, startup))
+        figures.update(measure(env, int(n), rounds, seconds))
         print({k: v for k, v in figures.items() if not isinstance(v, list)}, file=sys.stderr)
-    figures.update({f"ray_startup/{k}": v for k, v in startup.items() if k != "memory"})
-    if startup:
+    if not args.no_transfer:
+        figures.update(transfer(rounds))
+    if args.startup_runs:
+        figures.update(ray_startup(args.startup_runs))
         figures["ray_startup/python_imports_s"] = python_imports_seconds()
         figures["ray_startup/rllib_peer_init_to_first_sample_s"] = RLLIB_PEER_STARTUP_S
     figures["rllib_peer/frames_per_s"] = RLLIB_PEER_FRAMES_PER_S
-    figures.update({f"ray_memory/{k}": v for k, v in startup.get("memory", {}).items()})
     if not args.no_batching:
         n = 4
         central, per_worker = [], []

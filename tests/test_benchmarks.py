@@ -538,3 +538,31 @@ def test_pong_long_runs_every_preset_on_its_path(tmp_path: Path, monkeypatch: py
         assert figures[f"stop_reason/{algo}"] == "env_steps" and figures[f"reached/{algo}"] == 0
         assert figures[f"frames_per_s/{algo}"] > 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ray_startup_and_transfer_are_measured(tmp_path: Path) -> None:
+    """``benchmarks.executor_throughput --quick --startup-runs 1`` without throughput settings: one fresh process
+    per variant starts a local Ray cluster and 2 Pong workers up to their first rollout; the record holds both
+    variants' phases (which add up), the Ray processes' memory, the peer's figure, and both transfer paths."""
+    pytest.importorskip("ray")
+    out = tmp_path / "record.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.executor_throughput", "--quick", "--settings", "",
+                           "--no-batching", "--startup-runs", "1"], cwd=ROOT, env={**os.environ, "RLRUN_BENCH_OUT": str(out)},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads(out.read_text())["figures"]
+    for variant in ("ray_startup/", "ray_startup/no_preload/"):
+        init, workers, total = (figures[f"{variant}{k}"] for k in
+                                ("ray_init_s", "workers_to_first_sample_s", "init_to_first_sample_s"))
+        assert 0 < init < total and 0 < workers < total and abs(init + workers - total) <= 0.02
+        assert figures[f"{variant}cpu_s"] > 0
+    assert figures["ray_startup/runs"] == 1 and figures["ray_startup/workers"] == 2
+    assert figures["ray_startup/init_to_first_sample_all_s"] == [figures["ray_startup/init_to_first_sample_s"]]
+    assert figures["ray_memory/processes"] >= 4 and figures["ray_memory/rss_mib"] > figures["ray_memory/pss_mib"] > 0
+    assert figures["ray_startup/rllib_peer_init_to_first_sample_s"] == 17.0
+    assert not any(k.startswith(("pong/", "fraction_of_limit/")) for k in figures)  # no throughput settings
+    assert figures["transfer/rollout_mb"] == 28.9
+    for path in ("object_store", "shared_memory"):
+        ms, rate = figures[f"transfer/{path}/ms_per_rollout"], figures[f"transfer/{path}/gb_per_s"]
+        assert ms > 0 and abs(rate - 28.9 / ms) <= 0.02 * rate + 0.01
+        assert figures[f"transfer/{path}/worker_cpu_ms_per_rollout"] > 0
