@@ -9,14 +9,15 @@ one out; ``benchmarks/executor_throughput.py`` measures both). The driver owns t
   request (its name and size ride on the request) and taken back when the driver has copied the rollout out, so a
   slot is never written while the driver reads it. A worker has at most ``max_in_flight_per_worker`` (async) or one
   (sync) request out, so that many slots per worker suffice; a request finds none free only if that bound is
-  broken, and then goes through the object store. Slots lent to a worker that died are dropped, never reused (a
+  broken, and then goes through the object store, as does one for which /dev/shm lacks the room for a new slot
+  (:data:`HEADROOM_BYTES`). Slots lent to a worker that died are dropped, never reused (a
   dying process might still write). The driver unlinks every segment at ``close()``; if it dies first, Python's
   resource tracker unlinks them.
 - :class:`SlotWriter` (worker): maps the slots it is lent (by name, without registering them with its own resource
   tracker: the driver owns them), writes the observations of a packed rollout into one and returns a
   :class:`SharedArrays` descriptor in place of ``batch.obs``.
 
-Only observations travel this way (they are the bytes: 97% of a Pong rollout); small fields stay in the object
+Only observations travel this way (nearly all of a Pong rollout's bytes); the other fields stay in the object
 store. The encoding is exact: a test compares every field with the object-store path.
 """
 
@@ -32,6 +33,21 @@ import numpy as np
 MIN_SHARED_BYTES = 256 * 1024
 """Rollouts whose observations are smaller than this go through the object store (Ray inlines small objects in its
 reply anyway; a segment per request would cost more than it saves)."""
+
+SHM_DIR = "/dev/shm"
+HEADROOM_BYTES = 256 * 1024 * 1024
+"""A new slot is made only while /dev/shm keeps this much free beyond it: tmpfs pages are taken when written, and a
+process writing into a full /dev/shm dies of SIGBUS (Docker's default /dev/shm is 64 MiB; Ray's object store may
+live there too). Without the room the request goes through the object store."""
+
+
+def free_shm_bytes() -> int:
+    """Bytes free in /dev/shm now (0 where it cannot be read)."""
+    try:
+        st = os.statvfs(SHM_DIR)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 @dataclass(frozen=True)
@@ -75,7 +91,7 @@ class SlotPool:
 
     def lend(self, worker: int, nbytes: int) -> Slot | None:
         """A free slot of ``worker`` with room for ``nbytes`` (a too small free one is replaced by a bigger one);
-        None when all of its slots are lent."""
+        None when all of its slots are lent or /dev/shm lacks the room for a new one (:data:`HEADROOM_BYTES`)."""
         from multiprocessing import shared_memory
 
         free = self._free.setdefault(worker, [])
@@ -84,10 +100,12 @@ class SlotPool:
                 free.remove(name)
                 return Slot(name, self._segments[name].size)
         owned = sum(1 for w in self._owner.values() if w == worker)
+        if not free and owned >= self.slots_per_worker:
+            return None
+        if free_shm_bytes() < nbytes + HEADROOM_BYTES:
+            return None
         if free:  # every free slot is too small: replace one
             self._drop(free.pop(0))
-        elif owned >= self.slots_per_worker:
-            return None
         segment = shared_memory.SharedMemory(create=True, size=int(nbytes))
         self._segments[segment.name] = segment
         self._owner[segment.name] = worker
@@ -169,7 +187,7 @@ class SlotWriter:
             # Opened as a file under /dev/shm (where Linux keeps POSIX shared memory) rather than through
             # multiprocessing.shared_memory, which on Python < 3.13 registers the segment with this process's
             # resource tracker, which would unlink the driver's segment when this worker exits.
-            fd = os.open(os.path.join("/dev/shm", slot.name.lstrip("/")), os.O_RDWR)
+            fd = os.open(os.path.join(SHM_DIR, slot.name.lstrip("/")), os.O_RDWR)
             try:
                 self._maps[slot.name] = mmap.mmap(fd, slot.nbytes)
             finally:
@@ -189,4 +207,4 @@ class SlotWriter:
 
 def available() -> bool:
     """Whether this machine has POSIX shared memory where :class:`SlotWriter` opens it (Linux's /dev/shm)."""
-    return os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+    return os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK)

@@ -80,6 +80,23 @@ def test_a_dead_workers_slots_are_unlinked_and_never_lent_again() -> None:
     pool.close()
 
 
+def test_no_new_slot_without_room_in_dev_shm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slot is made only while /dev/shm keeps HEADROOM_BYTES free beyond it (writing into a full tmpfs is a
+    SIGBUS); the free-space reading is replaced here, as filling the machine's /dev/shm is not an option."""
+    from rlrun.execution import shared_memory_transfer as smt
+
+    pool = SlotPool(slots_per_worker=2)
+    monkeypatch.setattr(smt, "free_shm_bytes", lambda: smt.HEADROOM_BYTES + (1 << 20) - 1)
+    assert pool.lend(0, 1 << 20) is None  # one byte short: the object store carries this rollout
+    monkeypatch.setattr(smt, "free_shm_bytes", lambda: smt.HEADROOM_BYTES + (1 << 20))
+    slot = pool.lend(0, 1 << 20)
+    assert slot is not None and on_disk(slot.name)
+    pool.give_back(slot)
+    monkeypatch.setattr(smt, "free_shm_bytes", lambda: 0)
+    assert pool.lend(0, 1 << 20) == slot  # an existing slot needs no new room
+    pool.close()
+
+
 def test_the_writer_maps_a_bounded_number_of_slots() -> None:
     pool, writer = SlotPool(slots_per_worker=SlotWriter.MAX_MAPPED + 4), SlotWriter()
     small = {"x": np.arange(10, dtype=np.int64)}
