@@ -547,8 +547,8 @@ def test_ray_startup_and_transfer_are_measured(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     out = tmp_path / "record.json"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.executor_throughput", "--quick", "--settings", "",
-                           "--no-batching", "--startup-runs", "1"], cwd=ROOT, env={**os.environ, "RLRUN_BENCH_OUT": str(out)},
-                          capture_output=True, text=True, timeout=600)
+                           "--no-batching", "--startup-runs", "1"], cwd=ROOT,
+                          env={**os.environ, "RLRUN_BENCH_OUT": str(out)}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     figures = json.loads(out.read_text())["figures"]
     for variant in ("ray_startup/", "ray_startup/no_preload/"):

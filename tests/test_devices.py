@@ -320,11 +320,12 @@ def test_replicas_give_ppo_and_a2c_the_update_of_one_replica(algo: str) -> None:
         rollout = _random_rollout(plain.agent, T=8, B=4, seed=2)
         a, b = plain.agent.update(rollout), split.agent.update(rollout)
         torch.testing.assert_close(float(a["loss"]), float(b["loss"]), rtol=1e-5, atol=1e-6)
-        for (name, p), q in zip(plain.agent.network.named_parameters(), split.agent.network.parameters()):
+        for (name, p), q in zip(plain.agent.network.named_parameters(), split.agent.network.parameters(),
+                                 strict=True):
             torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
         fresh = build_algo(overrides, seed=0)  # the update moved the parameters
         assert any(not torch.equal(p, q) for p, q in zip(fresh.agent.network.parameters(),
-                                                          plain.agent.network.parameters()))
+                                                          plain.agent.network.parameters(), strict=True))
         fresh.stop()
     finally:
         plain.stop()

@@ -104,7 +104,7 @@ class GradientStep(Component):
             raise RuntimeError(f"{self.name}: attach() the parameters before apply()")
         if len(gradients) != len(self._params):
             raise ValueError(f"{self.name}.apply: {len(gradients)} gradients for {len(self._params)} parameters")
-        for p, g in zip(self._params, gradients):
+        for p, g in zip(self._params, gradients, strict=True):
             if g.shape != p.shape:
                 raise ValueError(f"{self.name}.apply: a gradient of shape {tuple(g.shape)} for a parameter of shape "
                                  f"{tuple(p.shape)}")
@@ -163,7 +163,7 @@ class Synchronization(Component):
         if self.tau < 1.0:
             s_params, t_params, s_bufs, t_bufs = self._pairs(source, target)
             torch._foreach_lerp_(t_params, s_params, self.tau)
-            for s, t in zip(s_bufs, t_bufs):
+            for s, t in zip(s_bufs, t_bufs, strict=True):
                 t.copy_(s)
             return True
         if int(self.calls) % self.every == 0:

@@ -17,17 +17,17 @@ The contract (``executor=local`` and ``executor=ray`` both keep it; ``tests/exec
   with ``policy_factory(worker_index)`` (a picklable callable ``int -> Policy``, run inside the worker); without
   one, every remote worker gets a pickled copy of ``policy`` (fine for a small policy; a plan whose acting object
   carries learner-only state, e.g. a replay memory, should pass a factory).
-- **Weights.** Every worker starts acting with the learner policy's weights as they were when the worker set was
-  built (whatever ``policy_factory`` initialised). ``sync_weights(weights=None, worker_ids=None)``: ``weights`` is what the remote policy's
-  ``set_weights`` takes (the learner's ``get_weights()``); ``None`` means "the learner policy's current
-  ``get_weights()``" (``state_dict()`` if it has none). ``worker_ids=None`` broadcasts (one copy of the weights in
-  Ray's object store, read by every worker); a list syncs only those workers. ``get_weights()`` must hold every
-  piece of state that acting depends on (DQN: the Q-network *and* the epsilon schedule's step), or a remote
-  worker acts differently from a local one. A synchronous ``sample()`` first pushes the learner's weights when
-  the plan has not synced since the previous sample (``executor.sync_weights_on_sample``, default true), so a plan
-  written for the local executor acts with up-to-date weights on Ray too. With ``weights=None`` and a policy
-  that is an ``nn.Module``, nothing is sent while none of its parameters and buffers has changed since the last
-  sync (their version counters tell): acting state kept outside the module's tensors must be synced explicitly.
+- **Weights.** Every worker starts acting with the learner policy's weights as they were when the worker set was built
+  (whatever ``policy_factory`` initialised). ``sync_weights(weights=None, worker_ids=None)``: ``weights`` is what the
+  remote policy's ``set_weights`` takes (the learner's ``get_weights()``); ``None`` means "the learner policy's current
+  ``get_weights()``" (``state_dict()`` if it has none). ``worker_ids=None`` broadcasts (one copy of the weights in Ray's
+  object store, read by every worker); a list syncs only those workers. ``get_weights()`` must hold every piece of state
+  that acting depends on (DQN: the Q-network *and* the epsilon schedule's step), or a remote worker acts differently
+  from a local one. A synchronous ``sample()`` first pushes the learner's weights when the plan has not synced since the
+  previous sample (``executor.sync_weights_on_sample``, default true), so a plan written for the local executor acts
+  with up-to-date weights on Ray too. With ``weights=None`` and a policy that is an ``nn.Module``, nothing is sent while
+  none of its parameters and buffers has changed since the last sync (their version counters tell): acting state kept
+  outside the module's tensors must be synced explicitly.
 - **Synchronous sampling.** ``sample(num_steps, explore=True) -> list[SampleBatch]``: ``num_steps`` agent steps
   of every env copy of every worker, one batch per worker in worker order; returns when all have arrived.
 - **Asynchronous sampling.** ``sample_async(num_steps, explore=True, min_batches=1)`` is an iterator of

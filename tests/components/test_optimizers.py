@@ -70,7 +70,7 @@ def test_gradient_step_apply_equals_step(max_grad_norm):
         info_a = opt_a.step(lambda: (a(x).pow(2).mean(), {}))
         grads = torch.autograd.grad(b(x).pow(2).mean(), list(b.parameters()))
         info_b = ComponentTest(opt_b).call("apply", list(grads))
-        for pa, pb in zip(a.parameters(), b.parameters()):
+        for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
             assert torch.equal(pa, pb) and pb.grad is None
         if max_grad_norm is not None:
             assert torch.equal(info_a["grad_norm"], info_b["grad_norm"])

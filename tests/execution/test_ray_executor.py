@@ -245,7 +245,7 @@ def test_observations_through_shared_memory_equal_the_object_store_path() -> Non
         xs = [x for x, _ in a.sample_async(steps, min_batches=2)] + [x for x, _ in a.drain()]
         ys = [y for y, _ in b.sample_async(steps, min_batches=2)] + [y for y, _ in b.drain()]
         assert len(xs) == len(ys) >= 2
-        for x, y in zip(xs, ys):
+        for x, y in zip(xs, ys, strict=True):
             same(x, y)
         names = set(a._pool._segments)
         os.kill(a.worker_pids()[0], signal.SIGKILL)
