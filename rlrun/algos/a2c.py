@@ -33,12 +33,12 @@ from rlrun.algos.ppo import (
     PPOAgent,
     _flatten_time,
     explained_variance,
+    rmsprop_or_adam,
     rollout_from_samples,
     truncation_aware_gae,
 )
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
-from rlrun.components.optimizers import GradientStep
 from rlrun.components.policy_losses import a2c_loss
 from rlrun.config import A2CConfig
 from rlrun.envs.gym_env import EnvSpec
@@ -57,15 +57,7 @@ class A2CAgent(PPOAgent):
     @staticmethod
     def _make_optimizer(cfg: A2CConfig, seed: int) -> Component:
         """One RMSProp (Mnih et al. 2016; alpha 0.99) or Adam step per rollout."""
-        if cfg.optimizer == "rmsprop":
-            kwargs = {"alpha": cfg.rmsprop_alpha, "eps": cfg.optimizer_eps}
-        elif cfg.optimizer == "adam":
-            kwargs = {"eps": cfg.optimizer_eps}
-        else:
-            from rlrun.errors import ConfigError
-
-            raise ConfigError(f"algo.optimizer={cfg.optimizer}: not one of rmsprop, adam.")
-        return GradientStep(cfg.optimizer, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, **kwargs)
+        return rmsprop_or_adam(cfg)
 
     def torch_optimizer(self) -> torch.optim.Optimizer:
         return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
@@ -143,7 +135,7 @@ class A2CAgent(PPOAgent):
         loss, info, values, ret = self.one_pass_loss(rollout)
         params = [p for p in self.network.parameters() if p.requires_grad]
         grads = torch.autograd.grad(loss, params, allow_unused=True)
-        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
         info["loss"] = loss.detach()
         info["value/explained_variance"] = explained_variance(values.flatten(), ret)
         return grads, info

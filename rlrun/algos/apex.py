@@ -35,7 +35,7 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.base import Algorithm, IterationResult
-from rlrun.algos.dqn import QNetwork
+from rlrun.algos.dqn import QNetwork, q_gradient_step
 from rlrun.components.base import Component, api
 from rlrun.components.losses import DQNLoss, dqn_td_error
 from rlrun.components.nstep import NStepAggregator
@@ -202,20 +202,7 @@ class ApexLearner(Component):
         batch = {k: _to(v, _device(self.q)) for k, v in batch.items()}
         weights = None if weights is None else torch.as_tensor(weights).to(_device(self.q))
 
-        def loss_fn(data: tuple[dict, torch.Tensor | None]) -> tuple[torch.Tensor, dict]:
-            batch, weights = data
-            q = self.q(batch["obs"])
-            with torch.no_grad():
-                q_next_target = self.target_q(batch["next_obs"])
-                q_next_online = self.q(batch["next_obs"]) if self.cfg.double_q else None
-            loss, td = self.loss.loss(q, batch["action"], batch["reward"], batch["discount"], q_next_target,
-                                      q_next_online, weights)
-            return loss, {"td_error": td}
-
-        if self.update_strategy is None:
-            info = self.optimizer.step(lambda: loss_fn((batch, weights)))
-        else:
-            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights))
+        info = q_gradient_step(self, batch, weights)
         self.target_sync.step(self.q, self.target_q)
         return info
 

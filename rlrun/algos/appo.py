@@ -133,10 +133,7 @@ class APPOAgent(IMPALAAgent):
         stats: dict[str, Any] = {}
 
         def loss_fn() -> tuple[torch.Tensor, dict]:
-            params, values, final_state = self.network.unroll(rollout["obs"], state0, first)
-            rewards, discounts, bootstrap = self.targets_inputs(
-                rollout, None if final_state is None else tuple(s.detach() for s in final_state), state0, first)
-            dist = make_distribution(self.action_space, params)
+            dist, values, rewards, discounts, bootstrap = self._forward_terms(rollout, state0, first)
             kl = behaviour.kl(dist) if behaviour is not None else None
             t = appo_loss(dist.log_prob(actions), rollout["log_prob"], rewards, discounts, values, bootstrap,
                           dist.entropy(), kl, clip_eps=cfg.clip_eps, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,

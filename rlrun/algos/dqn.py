@@ -141,20 +141,7 @@ class DQNAgent(Component):
             else:
                 batch = self.memory.sample(self.cfg.batch_size)
 
-        def loss_fn(data: tuple[dict, torch.Tensor | None]) -> tuple[torch.Tensor, dict]:
-            batch, weights = data
-            q = self.q(batch["obs"])
-            with torch.no_grad():
-                q_next_target = self.target_q(batch["next_obs"])
-                q_next_online = self.q(batch["next_obs"]) if self.cfg.double_q else None
-            loss, td = self.loss.loss(q, batch["action"], batch["reward"], batch["discount"], q_next_target,
-                                      q_next_online, weights)
-            return loss, {"td_error": td}
-
-        if self.update_strategy is None:
-            info = self.optimizer.step(lambda: loss_fn((batch, weights)))
-        else:  # the device strategy's update (device=replicas, device.precision): same loss, split/autocast
-            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights))
+        info = q_gradient_step(self, batch, weights)
         if indices is not None:
             self.memory.update_priorities(indices, info["td_error"])
         self.target_sync.step(self.q, self.target_q)
@@ -179,6 +166,27 @@ class DQNAgent(Component):
 
 def _rows(space: sp.Space, value: Any, rows: slice) -> Any:
     return sp.unflatten(space, {k: v[rows] for k, v in sp.flatten(space, value).items()})
+
+
+def q_gradient_step(agent: Any, batch: dict, weights: torch.Tensor | None) -> dict:
+    """One gradient step of ``agent.loss`` (DQNLoss) on ``batch`` (obs, action, reward, discount, next_obs) with
+    importance ``weights`` (or None): targets from ``agent.target_q``, double Q when ``agent.cfg.double_q``. Through
+    the device strategy's update when one is set (``agent.update_strategy``: device=replicas, device.precision:
+    the same loss, split or autocast). Shared by DQN's and Ape-X's learners; returns ``loss`` and ``td_error``."""
+
+    def loss_fn(data: tuple[dict, torch.Tensor | None]) -> tuple[torch.Tensor, dict]:
+        batch, weights = data
+        q = agent.q(batch["obs"])
+        with torch.no_grad():
+            q_next_target = agent.target_q(batch["next_obs"])
+            q_next_online = agent.q(batch["next_obs"]) if agent.cfg.double_q else None
+        loss, td = agent.loss.loss(q, batch["action"], batch["reward"], batch["discount"], q_next_target,
+                                   q_next_online, weights)
+        return loss, {"td_error": td}
+
+    if agent.update_strategy is None:
+        return agent.optimizer.step(lambda: loss_fn((batch, weights)))
+    return agent.update_strategy.step(agent.optimizer, loss_fn, (batch, weights))
 
 
 class DQN(Algorithm):

@@ -37,20 +37,21 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.base import IterationResult
 from rlrun.algos.ppo import (
+    ActorCriticPlan,
     build_actor_critic,
     clip_to_bounds,
     explained_variance,
     make_torso,
     policy_factory,
+    rmsprop_or_adam,
     rollout_from_samples,
 )
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
 from rlrun.components.networks import LSTMCore
-from rlrun.components.optimizers import GradientStep
 from rlrun.components.policy_losses import impala_loss
 from rlrun.config import IMPALAConfig
 from rlrun.envs.gym_env import EnvSpec
@@ -194,14 +195,8 @@ class IMPALAAgent(Component):
 
     @staticmethod
     def _make_optimizer(cfg: IMPALAConfig) -> Component:
-        """One RMSProp (Espeholt et al. 2018) or Adam step per learner batch."""
-        if cfg.optimizer == "rmsprop":
-            kwargs = {"alpha": cfg.rmsprop_alpha, "eps": cfg.optimizer_eps, "momentum": cfg.rmsprop_momentum}
-        elif cfg.optimizer == "adam":
-            kwargs = {"eps": cfg.optimizer_eps}
-        else:
-            raise ConfigError(f"algo.optimizer={cfg.optimizer}: not one of rmsprop, adam.")
-        return GradientStep(cfg.optimizer, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, **kwargs)
+        """One RMSProp (Espeholt et al. 2018, with momentum) or Adam step per learner batch."""
+        return rmsprop_or_adam(cfg, momentum=cfg.rmsprop_momentum)
 
     def torch_optimizer(self) -> torch.optim.Optimizer:
         return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
@@ -324,6 +319,14 @@ class IMPALAAgent(Component):
     def _actions(self, rollout: dict[str, Any]) -> torch.Tensor:
         return rollout["raw_action"] if self.continuous else rollout["actions"]
 
+    def _forward_terms(self, rollout: dict[str, Any], state0: State, first: torch.Tensor) -> tuple:
+        """What a learner loss needs from one pass over the unrolls: (the current policy's distribution, values,
+        and :meth:`targets_inputs`' rewards, discounts and bootstrap). IMPALA's and APPO's losses."""
+        params, values, final_state = self.network.unroll(rollout["obs"], state0, first)
+        rewards, discounts, bootstrap = self.targets_inputs(
+            rollout, None if final_state is None else tuple(s.detach() for s in final_state), state0, first)
+        return make_distribution(self.action_space, params), values, rewards, discounts, bootstrap
+
     @api
     def update(self, batch: dict[str, Any]) -> dict[str, Any]:
         """One gradient step on a time-major batch of unrolls ``[T, B, ...]`` (``rollout_from_samples``): keys
@@ -336,10 +339,7 @@ class IMPALAAgent(Component):
         stats: dict[str, Any] = {}
 
         def loss_fn() -> tuple[torch.Tensor, dict]:
-            params, values, final_state = self.network.unroll(rollout["obs"], state0, first)
-            rewards, discounts, bootstrap = self.targets_inputs(
-                rollout, None if final_state is None else tuple(s.detach() for s in final_state), state0, first)
-            dist = make_distribution(self.action_space, params)
+            dist, values, rewards, discounts, bootstrap = self._forward_terms(rollout, state0, first)
             log_probs = dist.log_prob(actions)
             t = impala_loss(log_probs, rollout["log_prob"], rewards, discounts, values, bootstrap, dist.entropy(),
                             vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, clip_rho_threshold=cfg.clip_rho_threshold,
@@ -376,7 +376,7 @@ class IMPALAAgent(Component):
 # ---------------------------------------------------------------------------------------------------- plan
 
 
-class IMPALA(Algorithm):
+class IMPALA(ActorCriticPlan):
     """The plan: unrolls as they arrive (``sample_async``); every ``batch_size`` env-copy unrolls, one learner
     update on them and a weight sync to the workers that produced them."""
 
@@ -398,19 +398,6 @@ class IMPALA(Algorithm):
         self.batches_per_update = max(1, math.ceil(cfg.batch_size / per_worker))
         self.env_steps = 0
         self.gradient_steps = 0
-
-    @classmethod
-    def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Component:
-        if not isinstance(spec.action_space, (sp.Discrete, sp.Box)):
-            raise ConfigError(f"algo={cfg.name} needs a Discrete or Box action space, but env {spec.id} has "
-                              f"{sp.describe(spec.action_space)}.")
-        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
-
-    @classmethod
-    def make_worker_policy(cls, cfg: Any, spec: EnvSpec, worker_index: int) -> Component:
-        """What a remote (or, with several local workers, an in-process) rollout worker acts with: the agent,
-        seeded by the worker index (``rlrun.algos.ppo.policy_factory``)."""
-        return cls.make_agent(cfg, spec, worker_index)
 
     @property
     def updates(self) -> int:

@@ -408,6 +408,19 @@ def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
     return float("nan") if var == 0.0 else 1.0 - float((target - predicted).var()) / var
 
 
+def rmsprop_or_adam(cfg: Any, **rmsprop_kwargs: Any) -> GradientStep:
+    """One gradient step by ``algo.optimizer``: RMSProp (``algo.rmsprop_alpha``, ``algo.optimizer_eps`` and
+    ``rmsprop_kwargs``) or Adam (``algo.optimizer_eps``), ``algo.lr`` and ``algo.max_grad_norm``; A2C's and IMPALA's
+    optimizer."""
+    if cfg.optimizer == "rmsprop":
+        kwargs = {"alpha": cfg.rmsprop_alpha, "eps": cfg.optimizer_eps, **rmsprop_kwargs}
+    elif cfg.optimizer == "adam":
+        kwargs = {"eps": cfg.optimizer_eps}
+    else:
+        raise ConfigError(f"algo.optimizer={cfg.optimizer}: not one of rmsprop, adam.")
+    return GradientStep(cfg.optimizer, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, **kwargs)
+
+
 def policy_factory(algo_cls: Any, cfg: Any, spec: EnvSpec) -> Callable[[int], Component]:
     """A picklable ``worker_index -> acting policy`` for executors whose workers build their own copy (Ray): the
     algorithm's agent built from ``cfg`` and ``spec`` (seeded by the worker index); weights arrive by
@@ -418,7 +431,27 @@ def policy_factory(algo_cls: Any, cfg: Any, spec: EnvSpec) -> Callable[[int], Co
 # ---------------------------------------------------------------------------------------------------- plan
 
 
-class PPO(Algorithm):
+class ActorCriticPlan(Algorithm):
+    """What the PPO family (PPO, A2C, TRPO) and the IMPALA family (IMPALA, APPO) build alike: the learner's agent of
+    ``agent_class`` from the env spec, and the same agent, seeded by the worker index, as a worker's policy."""
+
+    agent_class: type[Component]
+
+    @classmethod
+    def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Component:
+        if not isinstance(spec.action_space, (sp.Discrete, sp.Box)):
+            raise ConfigError(f"algo={cfg.name} needs a Discrete or Box action space, but env {spec.id} has "
+                              f"{sp.describe(spec.action_space)}.")
+        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+
+    @classmethod
+    def make_worker_policy(cls, cfg: Any, spec: EnvSpec, worker_index: int) -> Component:
+        """What a remote (or, with several local workers, an in-process) rollout worker acts with: by default the
+        agent itself, seeded by the worker index (through :func:`policy_factory`)."""
+        return cls.make_agent(cfg, spec, worker_index)
+
+
+class PPO(ActorCriticPlan):
     """The plan: sample ``rollout_steps`` agent steps of every env copy, learn on them (one PPO update), broadcast
     the new weights."""
 
@@ -433,19 +466,6 @@ class PPO(Algorithm):
         self.env_steps = 0
         self.updates = 0  # training_step() calls, one update (a rollout learnt on) each
         self.gradient_steps = 0
-
-    @classmethod
-    def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Component:
-        if not isinstance(spec.action_space, (sp.Discrete, sp.Box)):
-            raise ConfigError(f"algo={cfg.name} needs a Discrete or Box action space, but env {spec.id} has "
-                              f"{sp.describe(spec.action_space)}.")
-        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
-
-    @classmethod
-    def make_worker_policy(cls, cfg: Any, spec: EnvSpec, worker_index: int) -> Component:
-        """What a remote (or, with several local workers, an in-process) rollout worker acts with: by default the
-        agent itself, seeded by the worker index."""
-        return cls.make_agent(cfg, spec, worker_index)
 
     def training_step(self) -> IterationResult:
         batches = self.workers.sample(self.cfg.rollout_steps)
