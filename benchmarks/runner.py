@@ -9,6 +9,8 @@
     rlrun-bench compare FILE               compare an existing result file with the baseline
     rlrun-bench plot                       PNGs over commits from the result files (benchmarks/results/plots/)
     rlrun-bench readme [--result FILE]     regenerate README's Performance table from the newest suite file
+    rlrun-bench reproduce SUITE [...]      rlrun vs published results (mujoco, classic, atari): sweeps + table
+                                           (benchmarks/reproduce.py)
 
 Each benchmark runs as ``python -m <module> <args>`` in its own process from the checkout's root (a crash, a
 hang or leftover threads cannot take the others down): a failing or timed-out benchmark is reported and the rest
@@ -272,6 +274,10 @@ def _main(argv: list[str]) -> None:
     invocation = "rlrun-bench " + " ".join(map(shlex.quote, argv))
     if command == "list":
         sys.exit(_list(suite))
+    if command == "reproduce":  # hours of ordinary rlrun runs (sweeps), not a timed benchmark: its own CLI
+        from benchmarks.reproduce import main as reproduce
+
+        sys.exit(reproduce(rest))
     if command == "compare":
         p = argparse.ArgumentParser(prog="rlrun-bench compare")
         p.add_argument("result", type=Path)

@@ -239,7 +239,8 @@ def env_state(env: Any) -> list[dict[str, Any]]:
     """The state of one gymnasium env, outermost wrapper first, down to the unwrapped env.
 
     An env that can clone its full internal state (ale-py's ``clone_state(include_rng=True)``) also stores that
-    (the emulator's RAM, frame counters and RNG), which its Python attributes do not show.
+    (the emulator's RAM, frame counters and RNG), which its Python attributes do not show; so does a MuJoCo env
+    (gymnasium's ``MujocoEnv``: its ``MjData`` integration state, see :func:`mujoco_state`).
     """
     layers = []
     while True:
@@ -249,7 +250,49 @@ def env_state(env: Any) -> list[dict[str, Any]]:
         env = env.env
     if callable(getattr(env, "clone_state", None)) and callable(getattr(env, "restore_state", None)):
         layers[-1]["emulator"] = bytes_to_tensor(env.clone_state(include_rng=True).__getstate__())
+    physics = mujoco_state(env)
+    if physics is not None:
+        layers[-1]["mujoco"] = physics
     return layers
+
+
+def _mujoco_of(env: Any) -> tuple[Any, Any, Any] | None:
+    """``(mujoco module, model, data)`` of an unwrapped env that simulates with MuJoCo, else None."""
+    model, data = getattr(env, "model", None), getattr(env, "data", None)
+    if model is None or data is None or type(data).__name__ != "MjData":
+        return None
+    import mujoco
+
+    return mujoco, model, data
+
+
+def mujoco_state(env: Any) -> torch.Tensor | None:
+    """The full integration state of a MuJoCo env's ``MjData`` (``mjSTATE_INTEGRATION``: time, qpos, qvel, act,
+    warm-start accelerations, controls, applied forces, mocap, user data; what ``mj_step`` needs to continue
+    bit-exactly) as a float64 tensor; None for other envs. Its Python attributes do not hold the physics."""
+    found = _mujoco_of(env)
+    if found is None:
+        return None
+    mujoco, model, data = found
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    state = np.empty(mujoco.mj_stateSize(model, spec), dtype=np.float64)
+    mujoco.mj_getState(model, data, state, spec)
+    return torch.from_numpy(state)
+
+
+def set_mujoco_state(env: Any, state: torch.Tensor) -> None:
+    found = _mujoco_of(env)
+    if found is None:
+        raise CheckpointError("the checkpoint holds MuJoCo physics state but the env copies do not simulate with "
+                              "MuJoCo; the env config changed since it was written.")
+    mujoco, model, data = found
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    values = np.ascontiguousarray(state.numpy(), dtype=np.float64)
+    if values.size != mujoco.mj_stateSize(model, spec):
+        raise CheckpointError(f"the checkpoint's MuJoCo state has {values.size} values but this model needs "
+                              f"{mujoco.mj_stateSize(model, spec)}; the env or mujoco version changed.")
+    mujoco.mj_setState(model, data, values, spec)
+    mujoco.mj_forward(model, data)  # positions, contacts and sensors derived from the restored state
 
 
 def set_env_state(env: Any, layers: list[dict[str, Any]]) -> None:
@@ -274,6 +317,8 @@ def set_env_state(env: Any, layers: list[dict[str, Any]]) -> None:
         state = cls.__new__(cls)
         state.__setstate__(tensor_to_bytes(layers[-1]["emulator"]))
         unwrapped.restore_state(state)
+    if "mujoco" in layers[-1]:
+        set_mujoco_state(chain[-1], layers[-1]["mujoco"])
 
 
 def vector_env_state(envs: Any) -> dict[str, Any] | None:

@@ -137,6 +137,16 @@ class PPOConfig:
     """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
+    normalize_obs: bool = False
+    """Normalise observations by their running mean and std (float Box observations; CleanRL ppo_continuous_action /
+    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported."""
+    obs_clip: float = 10.0
+    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs)."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted return (per env copy, gamma = algo.gamma), as CleanRL /
+    Baselines VecNormalize; episode returns in metrics stay raw."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward)."""
 
 
 @dataclass
@@ -190,6 +200,16 @@ class A2CConfig:
     """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
+    normalize_obs: bool = False
+    """Normalise observations by their running mean and std (float Box observations; CleanRL ppo_continuous_action /
+    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported."""
+    obs_clip: float = 10.0
+    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs)."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted return (per env copy, gamma = algo.gamma), as CleanRL /
+    Baselines VecNormalize; episode returns in metrics stay raw."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward)."""
 
 
 @dataclass
@@ -246,6 +266,16 @@ class TRPOConfig:
     """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
+    normalize_obs: bool = False
+    """Normalise observations by their running mean and std (float Box observations; CleanRL ppo_continuous_action /
+    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported."""
+    obs_clip: float = 10.0
+    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs)."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted return (per env copy, gamma = algo.gamma), as CleanRL /
+    Baselines VecNormalize; episode returns in metrics stay raw."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward)."""
 
 
 @dataclass

@@ -147,6 +147,8 @@ def _register_builtins(r: Registry) -> None:
     # Environments: a factory of (vector env maker, spaces) from the env config node.
     r.register("env", "gym", "rlrun.envs.gym_env:GymEnvFactory", schema="rlrun.config:GymEnvConfig",
                doc="any registered gymnasium id (classic control, box2d, ...)")
+    r.register("env", "mujoco", "rlrun.envs.mujoco_env:MujocoEnvFactory", schema="rlrun.config:GymEnvConfig",
+               doc="a gymnasium MuJoCo continuous-control task (env=mujoco env.id=HalfCheetah-v5)")
     r.register("env", "atari", "rlrun.envs.atari:AtariEnvFactory", schema="rlrun.config:AtariEnvConfig",
                doc="an ALE Atari game under the DeepMind/IMPALA protocol (env=pong, env=atari env.game=...)")
     # Executors: where the plan's worker set lives.

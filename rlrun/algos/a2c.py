@@ -96,7 +96,7 @@ class A2CAgent(PPOAgent):
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
         update; keys as for :meth:`PPOAgent.update`): n-step / GAE advantages under the current weights, then one
         gradient step on the A2C loss over all ``T * B`` steps (through the device strategy's update if set)."""
-        rollout = batch if batch is not None else self._collected()
+        rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         lr = self.set_learning_rate()
         if self._update_strategy is None:
             loss, info, values, ret = self.one_pass_loss(rollout)

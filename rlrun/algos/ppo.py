@@ -26,6 +26,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
 from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN
+from rlrun.components.normalizers import ObservationNormalizer, RewardScaler
 from rlrun.components.optimizers import GradientStep, MultiStep
 from rlrun.components.policy_losses import ppo_loss
 from rlrun.config import PPOConfig
@@ -64,17 +65,25 @@ class ActorCritic(Component):
 
     def __init__(self, network: str = "auto", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
                  activation: str = "tanh", shared_torso: bool = False, orthogonal_init: bool = True,
-                 init_log_std: float = 0.0, name: str = "actor_critic") -> None:
+                 init_log_std: float = 0.0, normalize_obs: bool = False, obs_clip: float = 10.0,
+                 name: str = "actor_critic") -> None:
         """``network``: torso kind (see :func:`make_torso`); ``hidden_sizes``/``activation``: MLP torso layout;
         ``shared_torso``: one torso for policy and value; ``orthogonal_init``: orthogonal weights (gain sqrt(2)
         in the torso, 0.01 policy layer, 1 value layer), zero biases, as in CleanRL / Baselines;
-        ``init_log_std``: initial log-std of a Gaussian policy (natural log; Box actions only)."""
+        ``init_log_std``: initial log-std of a Gaussian policy (natural log; Box actions only);
+        ``normalize_obs``: observations pass through an :class:`ObservationNormalizer` (running mean/std, clipped
+        to ``obs_clip``) before the torsos; its statistics are buffers of this network, so they travel with its
+        weights and are part of an exported policy."""
         super().__init__(name)
         self.network, self.hidden_sizes, self.activation = network, list(hidden_sizes), activation
         self.shared_torso, self.orthogonal_init = bool(shared_torso), bool(orthogonal_init)
         self.head = PolicyValueHead(init_log_std, orthogonal_init, name="head")
+        self.obs_normalizer = ObservationNormalizer(obs_clip, name="obs_normalizer") if normalize_obs else None
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        if self.obs_normalizer is not None:
+            self.build_child(self.obs_normalizer, obs=obs)
+            obs = self.obs_normalizer.output_spaces["forward"]
         self.torso = make_torso(self.network, obs, self.hidden_sizes, self.activation, "torso")
         self.build_child(self.torso, obs=obs)
         self.critic_torso = None
@@ -96,15 +105,27 @@ class ActorCritic(Component):
 
     @api
     def get_policy(self, obs: Any) -> Any:
+        if self.obs_normalizer is not None:
+            obs = self.obs_normalizer(obs)
         return self.head.get_policy(self.torso(obs))
 
     @api
     def get_value(self, obs: Any) -> torch.Tensor:
+        if self.obs_normalizer is not None:
+            obs = self.obs_normalizer(obs)
         torso = self.torso if self.critic_torso is None else self.critic_torso
         return self.head.get_value(torso(obs))
 
     @api
+    def update_obs_statistics(self, obs: Any) -> None:
+        """Fold raw observations ``[N, ...]`` into the observation normaliser's statistics (no-op without one)."""
+        if self.obs_normalizer is not None:
+            self.obs_normalizer.update(obs)
+
+    @api
     def forward(self, obs: Any) -> tuple[Any, torch.Tensor]:
+        if self.obs_normalizer is not None:
+            obs = self.obs_normalizer(obs)
         if self.critic_torso is None:
             return self.head(self.torso(obs))
         return self.head.get_policy(self.torso(obs)), self.head.get_value(self.critic_torso(obs))
@@ -214,6 +235,13 @@ def build_actor_critic(agent: Component, obs: sp.Space, actions: sp.Space) -> No
     agent.output_spaces["get_actions"] = actions
 
 
+def make_reward_scaler(cfg: Any) -> RewardScaler | None:
+    """The agent's reward scaler when ``algo.normalize_reward`` (discounted with ``algo.gamma``), else None."""
+    if not getattr(cfg, "normalize_reward", False):
+        return None
+    return RewardScaler(cfg.gamma, cfg.reward_clip, name="reward_scaler")
+
+
 def clip_to_bounds(agent: Component, actions: torch.Tensor) -> torch.Tensor:
     """Box actions clipped to the bounds :func:`build_actor_critic` registered; Discrete ones as they are."""
     if not agent.continuous:
@@ -230,7 +258,9 @@ class PPOAgent(Component):
         super().__init__(name)
         self.cfg = cfg
         self.network = ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.shared_torso,
-                                   cfg.orthogonal_init, cfg.init_log_std, name="network")
+                                   cfg.orthogonal_init, cfg.init_log_std, cfg.normalize_obs, cfg.obs_clip,
+                                   name="network")
+        self.reward_scaler = make_reward_scaler(cfg)
         self.optimizer = self._make_optimizer(cfg, seed)
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps trained on (LR schedule)
         self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
@@ -259,6 +289,8 @@ class PPOAgent(Component):
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         build_actor_critic(self, obs, actions)
+        if self.reward_scaler is not None:
+            self.build_child(self.reward_scaler)
 
     # ------------------------------------------------------------------ acting
 
@@ -329,6 +361,19 @@ class PPOAgent(Component):
         out[rows] = self.network.get_value(_take_rows(_flatten_time(rollout["next_obs"]), rows)).float()
         return out.reshape(T, B).to(rollout["rewards"].device)
 
+    def normalize_rollout(self, rollout: dict[str, Any]) -> dict[str, Any]:
+        """The first step of every update: fold the rollout's raw observations into the observation normaliser
+        (``algo.normalize_obs``) and scale its rewards by the running std of the discounted return
+        (``algo.normalize_reward``); returns the rollout with the scaled rewards. The statistics change once per
+        update, before advantages are computed, so values, advantages and the loss all see the same ones (the
+        behaviour log-probabilities were recorded under the previous ones, as in Brax's PPO)."""
+        if self.network.obs_normalizer is not None:
+            self.network.update_obs_statistics(_flatten_time(rollout["obs"]))
+        if self.reward_scaler is not None:
+            scaled = self.reward_scaler.scale(rollout["rewards"], rollout["terminated"], rollout["truncated"])
+            rollout = {**rollout, "rewards": scaled}
+        return rollout
+
     def remaining(self) -> float:
         """The share of the schedule still ahead: ``1 - env_steps / total_env_steps``, at least 0 (1 without a
         horizon)."""
@@ -359,7 +404,7 @@ class PPOAgent(Component):
         update): keys obs, actions, rewards, next_obs, terminated, truncated, log_prob (and raw_action for Box
         actions). GAE advantages and returns under the current weights, then ``num_epochs`` epochs of shuffled
         minibatch steps on the PPO loss. Returns the mean loss terms over the gradient steps."""
-        rollout = batch if batch is not None else self._collected()
+        rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         values, adv, ret = self.advantages(rollout)
         lr = self.set_learning_rate()
         actions = rollout["raw_action"] if self.continuous else rollout["actions"]

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.algos.ppo import PPO, ActorCritic, PPOAgent, _flatten_time, explained_variance
+from rlrun.algos.ppo import PPO, ActorCritic, PPOAgent, _flatten_time, explained_variance, make_reward_scaler
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import GradientStep, MultiStep, TRPOStep
@@ -98,7 +98,8 @@ class TRPOAgent(PPOAgent):
         self.cfg = cfg
         self.network = ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, shared_torso=False,
                                    orthogonal_init=cfg.orthogonal_init, init_log_std=cfg.init_log_std,
-                                   name="network")
+                                   normalize_obs=cfg.normalize_obs, obs_clip=cfg.obs_clip, name="network")
+        self.reward_scaler = make_reward_scaler(cfg)
         self.policy_optimizer = TRPOStep(cfg.max_kl, cfg.cg_iters, cfg.cg_damping, cfg.line_search_max_backtracks,
                                          cfg.line_search_accept_ratio, cfg.line_search_backtrack_ratio,
                                          name="policy_optimizer")
@@ -119,6 +120,8 @@ class TRPOAgent(PPOAgent):
         self.action_space = actions
         self.continuous = isinstance(actions, sp.Box)
         self.build_child(self.network, obs=obs, actions=actions)
+        if self.reward_scaler is not None:
+            self.build_child(self.reward_scaler)
         actor, critic = self.actor_parameters(), self.critic_parameters()
         ids = [id(p) for p in actor + critic]
         if len(set(ids)) != len(ids) or len(ids) != len(list(self.network.parameters())):
@@ -157,7 +160,7 @@ class TRPOAgent(PPOAgent):
         policy, nats), ``loss/value`` (mean over the value steps), ``value/explained_variance``, ``learn/lr`` and
         ``gradient_steps`` (the value steps plus the one policy step)."""
         cfg = self.cfg
-        rollout = batch if batch is not None else self._collected()
+        rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         values, adv, ret = self.advantages(rollout)
         lr = self.set_learning_rate()
         actions = rollout["raw_action"] if self.continuous else rollout["actions"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -32,12 +33,7 @@ class GymEnvFactory:
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
-        if cfg.id not in gym.registry:
-            _import_env_packages()
-        if cfg.id not in gym.registry:
-            close = difflib.get_close_matches(cfg.id, list(gym.registry), n=5, cutoff=0.5)
-            hint = f" Close matches: {', '.join(close)}." if close else ""
-            raise ConfigError(f"env.id={cfg.id}: not a registered gymnasium environment.{hint}")
+        self.registered_id = registered_id(str(cfg.id))
         probe = self.make()
         self.spec = EnvSpec(cfg.id, probe.observation_space, probe.action_space, int(cfg.frame_skip))
         probe.close()
@@ -69,8 +65,42 @@ class GymEnvFactory:
         if self.cfg.max_episode_steps is not None:
             limit: int | None = int(self.cfg.max_episode_steps)
         else:
-            limit = gym.registry[self.cfg.id].max_episode_steps
-        return gym_card(self.cfg, limit)
+            limit = gym.registry[self.registered_id].max_episode_steps
+        return gym_card(self.cfg, limit, self.registered_id)
+
+
+def registered_id(env_id: str) -> str:
+    """The registry id of ``env_id`` once it is known to gymnasium, or a ConfigError naming close matches.
+
+    ``module.path:EnvId-v0`` (gymnasium's form for an env a user wrote) imports ``module.path`` first, which
+    registers its envs, and gives ``EnvId-v0``; ``gym.make`` accepts the whole string (it imports the module in
+    every process that makes a copy, Ray workers included). A plain id outside the registry gets the optional
+    packages' ids (ALE) registered before it is refused.
+    """
+    name = env_id
+    if ":" in env_id:
+        module, _, name = env_id.partition(":")
+        if not module or not name or ":" in name:
+            raise ConfigError(f"env.id={env_id}: write a user env as module.path:EnvId-v0 (one colon).")
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError(f"env.id={env_id}: cannot import module {module} ({e}); put it on PYTHONPATH or "
+                              f"install its package.") from None
+        except Exception as e:  # the user's module failed while it ran
+            raise ConfigError(f"env.id={env_id}: importing module {module} failed: {type(e).__name__}: {e}") from None
+        if name not in gym.registry:
+            raise ConfigError(f"env.id={env_id}: module {module} was imported but registers no env {name} "
+                              f"(gymnasium.register(id='{name}', entry_point=...) in the module).")
+        return name
+    if name not in gym.registry:
+        _import_env_packages()
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=5, cutoff=0.5)
+        hint = f" Close matches: {', '.join(close)}." if close else ""
+        raise ConfigError(f"env.id={name}: not a registered gymnasium environment.{hint} An env of your own: "
+                          f"env.id=my_package.module:MyEnv-v0.")
+    return name
 
 
 def _import_env_packages() -> None:

@@ -53,10 +53,11 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def gym_card(cfg: Any, max_episode_steps: int | None) -> dict[str, Any]:
+def gym_card(cfg: Any, max_episode_steps: int | None, registered_id: str | None = None) -> dict[str, Any]:
     """The card of a plain gymnasium env (``env=gym``, e.g. CartPole): its id, time limit and make() kwargs.
 
-    ``max_episode_steps`` is the limit the env copies really have (the config's override or the registered one).
+    ``max_episode_steps`` is the limit the env copies really have (the config's override or the registered one);
+    ``registered_id`` the id in gymnasium's registry (``cfg.id`` less a ``module:`` prefix).
     """
     import gymnasium as gym
 
@@ -65,7 +66,7 @@ def gym_card(cfg: Any, max_episode_steps: int | None) -> dict[str, Any]:
         "versions": versions("gymnasium"), "frame_skip": int(cfg.frame_skip),
         "max_episode_steps": max_episode_steps, "env_kwargs": _plain(cfg.kwargs or {}), "units": UNITS,
     }
-    spec = gym.registry.get(str(cfg.id))
+    spec = gym.registry.get(registered_id or str(cfg.id))
     if spec is not None:
         card["registered"] = {"entry_point": str(spec.entry_point), "max_episode_steps": spec.max_episode_steps,
                               "reward_threshold": spec.reward_threshold, "nondeterministic": spec.nondeterministic,

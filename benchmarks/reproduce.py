@@ -1,0 +1,374 @@
+"""``rlrun-bench reproduce <suite>``: rlrun against published results, as ordinary rlrun runs.
+
+Each suite is a list of *groups*: one algorithm on one or more envs over seeds, at the reference's budget, with the
+reference's settings (a preset of ``conf/algo_env/`` or the overrides below, each with its source). A group runs as
+one Hydra sweep (``rlrun -m``): resumable (``sweep.resume``: completed jobs are skipped), in MLflow as one parent
+run with a child per job, up to ``--jobs`` jobs at a time (joblib launcher; default: one per core). Then the table:
+
+    benchmarks/results/reproduce/<suite>.json   per row: seeds' finals, mean ± std, the reference (source, budget,
+                                                env version, measure), ratio, in band, wall time, hardware
+    benchmarks/results/reproduce/<suite>.md     the same as Markdown
+    benchmarks/results/reproduce/<suite>-<env>.png   learning curves: mean ± std over seeds per algorithm, the
+                                                reference value as a dashed line
+
+The measure is the references': training episodic return, mean of each seed's last 100 episodes (``return_window
+=100``; the run's ``summary.json`` ``episode_return_mean``), then mean ± std (population) over seeds. Published
+references live in ``benchmarks/reproduce_data/references.yaml`` with their sources; never tuned to fit.
+
+    python -m benchmarks.reproduce mujoco [--groups ppo] [--jobs 2] [--runs-dir DIR]   run what is missing + table
+    python -m benchmarks.reproduce mujoco --table-only                                  only the table
+    python -m benchmarks.reproduce mujoco --dry-run                                     print the sweep commands
+    python -m benchmarks.reproduce mujoco --smoke                                       tiny budgets: checks the path
+
+Rows of a suite that needs hardware this machine lacks (``atari``: a GPU) are written as "not run: needs a GPU",
+never guessed. The run directories (checkpoints, TensorBoard) stay under ``--runs-dir`` (default
+``reproduce_runs/``, not committed); the table and the curves are committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCES = Path(__file__).resolve().parent / "reproduce_data" / "references.yaml"
+DEFAULT_RUNS = ROOT / "reproduce_runs"
+RETURN_WINDOW = 100  # the references' measure: each seed's last 100 training episodes
+
+
+@dataclass(frozen=True)
+class Group:
+    """One algorithm on ``envs`` over ``seeds`` at ``env_steps``: one sweep."""
+
+    name: str
+    algo: str
+    env_option: str
+    envs: tuple[str, ...]
+    seeds: tuple[int, ...]
+    env_steps: int
+    overrides: tuple[str, ...] = ()
+    needs: str | None = None  # "gpu": not run without one
+    note: str = ""
+    smoke: tuple[str, ...] = field(default=())  # extra overrides of --smoke (tiny budgets)
+
+    def sweep_overrides(self, smoke: bool = False) -> list[str]:
+        steps = 4096 if smoke else self.env_steps
+        out = [f"algo={self.algo}", f"env={self.env_option}", f"env.id={','.join(self.envs)}",
+               f"seed={','.join(map(str, self.seeds))}", f"stop.env_steps={steps}", "stop.episode_return_mean=null",
+               f"return_window={RETURN_WINDOW}", "export.formats=[]", "logger.console.interval_s=60",
+               *self.overrides]
+        if not smoke:
+            out.append("checkpoint.interval_minutes=5")
+        return out + list(self.smoke if smoke else ())
+
+
+# CleanRL's classic-control settings (dqn.py / ppo.py defaults), as overrides: rlrun's own CartPole defaults are
+# tuned for speed to 475, not these references.
+# dqn.py: target_network_frequency 500 env steps with train_frequency 10 = a hard sync every 50 gradient steps; MSE
+# loss, no gradient clipping, no double Q; epsilon 1 -> 0.05 over exploration_fraction 0.5 of 500k steps.
+CLEANRL_DQN_CLASSIC = ("algo.lr=2.5e-4", "algo.buffer_size=10000", "algo.gamma=0.99", "algo.batch_size=128",
+                       "algo.learning_starts=10000", "algo.train_every=10", "algo.tau=1.0",
+                       "algo.target_update_every=50", "algo.huber_delta=null", "algo.max_grad_norm=null",
+                       "algo.epsilon_start=1.0", "algo.epsilon_end=0.05", "algo.epsilon_decay_steps=250000",
+                       "algo.hidden_sizes=[120,84]", "algo.double_q=false", "algo.dueling=false")
+CLEANRL_PPO_CLASSIC = ("algo.lr=2.5e-4", "algo.anneal_lr=true", "algo.gamma=0.99", "algo.gae_lambda=0.95",
+                       "algo.rollout_steps=128", "algo.num_epochs=4", "algo.minibatch_size=128",
+                       "algo.clip_eps=0.2", "algo.anneal_clip=false", "algo.vf_clip_eps=0.2", "algo.ent_coef=0.01",
+                       "algo.vf_coef=0.5", "algo.max_grad_norm=0.5", "executor.num_envs=4")
+
+SUITES: dict[str, list[Group]] = {
+    "mujoco": [
+        Group("ppo", "ppo", "mujoco", ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5"), (0, 1, 2), 1_000_000,
+              note="conf/algo_env/ppo_mujoco.yaml: CleanRL ppo_continuous_action.py settings",
+              smoke=("algo.rollout_steps=512", "algo.num_epochs=1")),
+        Group("sac", "sac", "mujoco", ("HalfCheetah-v5", "Hopper-v5"), (0, 1), 300_000,
+              note="conf/algo_env/sac_mujoco.yaml: the SAC paper's Table 1 settings; 300k of the reference's 1M",
+              smoke=("algo.learning_starts=512",)),
+    ],
+    "classic": [
+        Group("dqn", "dqn", "cartpole", ("CartPole-v1", "Acrobot-v1", "MountainCar-v0"), (0, 1, 2), 500_000,
+              overrides=CLEANRL_DQN_CLASSIC, note="CleanRL dqn.py defaults"),
+        Group("ppo", "ppo", "cartpole", ("CartPole-v1", "Acrobot-v1"), (0, 1, 2), 500_000,
+              overrides=CLEANRL_PPO_CLASSIC, note="CleanRL ppo.py defaults"),
+    ],
+    "atari": [
+        Group("ppo", "ppo", "atari", ("Pong", "Breakout"), (0, 1, 2), 10_000_000, needs="gpu",
+              overrides=("device=cuda",), note="conf/algo_env/ppo_atari.yaml (CleanRL ppo_atari.py)"),
+        Group("dqn", "dqn", "atari", ("Pong",), (0, 1, 2), 10_000_000, needs="gpu",
+              overrides=("device=cuda",), note="conf/algo_env/dqn_atari.yaml (CleanRL dqn_atari.py)"),
+    ],
+}
+
+
+# ---------------------------------------------------------------------------------------------------- references
+
+
+def load_references(path: Path = REFERENCES) -> list[dict[str, Any]]:
+    from omegaconf import OmegaConf
+
+    refs = OmegaConf.to_container(OmegaConf.load(path), resolve=True)["references"]  # type: ignore[index]
+    for r in refs:
+        missing = [k for k in ("id", "algo", "env", "budget_env_steps", "mean", "measure", "source", "kind")
+                   if r.get(k) is None]
+        if missing:
+            raise ValueError(f"{path}: reference {r.get('id')} lacks {', '.join(missing)}")
+    return refs
+
+
+def in_band(value: float, ref: dict[str, Any]) -> bool:
+    """Inside the reference's spread: mean ± 2 std, or (no std published) at least 0.9 of the mean (for a negative
+    mean: at most 10% of |mean| below it)."""
+    if ref.get("std") is not None:
+        return abs(value - ref["mean"]) <= 2 * ref["std"]
+    return value >= ref["mean"] - 0.1 * abs(ref["mean"])
+
+
+# ---------------------------------------------------------------------------------------------------- running
+
+
+def sweep_dir(runs: Path, suite: str, group: Group) -> Path:
+    return runs / suite / group.name
+
+
+def sweep_command(runs: Path, suite: str, group: Group, jobs: int, smoke: bool) -> list[str]:
+    rlrun = str(Path(sys.executable).with_name("rlrun"))
+    folder = sweep_dir(runs, suite, group)
+    cmd = [rlrun, "-m", *group.sweep_overrides(smoke)]
+    if jobs > 1:
+        cmd += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
+    if smoke:
+        cmd.append("logger.mlflow.enabled=false")
+    if (folder / "sweep.json").exists():
+        cmd.append(f"sweep.resume={folder}")
+    else:
+        cmd.append(f"hydra.sweep.dir={folder}")
+    return cmd
+
+
+def run_group(runs: Path, suite: str, group: Group, jobs: int, smoke: bool, dry_run: bool) -> int:
+    cmd = sweep_command(runs, suite, group, jobs, smoke)
+    print(" ".join(cmd), flush=True)
+    if dry_run:
+        return 0
+    env = {**os.environ}
+    env.pop("MLFLOW_RUN_ID", None)
+    return subprocess.call(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+
+
+# ---------------------------------------------------------------------------------------------------- table
+
+
+def completed_runs(folder: Path) -> list[dict[str, Any]]:
+    """The completed jobs of a sweep: ``{env, seed, summary, run_dir}`` from its job status files."""
+    out = []
+    for status in sorted((folder / "jobs").glob("*.json")):
+        job = json.loads(status.read_text())
+        if job.get("status") != "completed" or not job.get("run_dir"):
+            continue
+        run_dir = Path(job["run_dir"])
+        summary_path = run_dir / "summary.json"
+        if not summary_path.exists():
+            continue
+        summary = json.loads(summary_path.read_text())
+        out.append({"env": summary["env"], "seed": int(summary["seed"]), "summary": summary, "run_dir": run_dir})
+    return out
+
+
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    m = sum(values) / len(values)
+    return m, math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+
+
+def build_rows(suite: str, runs: Path, refs: list[dict[str, Any]], gpu: bool) -> list[dict[str, Any]]:
+    rows = []
+    for group in SUITES[suite]:
+        done = completed_runs(sweep_dir(runs, suite, group))
+        for env in group.envs:
+            mine = sorted((r for r in done if r["env"] == env), key=lambda r: r["seed"])
+            finals = [float(r["summary"]["episode_return_mean"]) for r in mine
+                      if r["summary"].get("episode_return_mean") is not None]
+            steps = [int(r["summary"]["env_steps"]) for r in mine]
+            mean, std = _mean_std(finals)
+            walls = [float(r["summary"]["wall_time_s"]) for r in mine]
+            row: dict[str, Any] = {
+                "algo": group.algo, "env": env, "group": group.name, "settings": group.note,
+                "budget_env_steps": group.env_steps, "seeds_planned": list(group.seeds),
+                "seeds": [r["seed"] for r in mine], "finals": finals, "env_steps": steps,
+                "mean": mean, "std": std, "wall_time_s_mean": _mean_std(walls)[0],
+                "env_steps_per_s_mean": _mean_std([float(r["summary"]["env_steps_per_second"]) for r in mine])[0],
+                "run_dirs": [str(r["run_dir"]) for r in mine], "references": []}
+            if group.needs == "gpu" and not gpu and not mine:
+                row["status"] = "not run: needs a GPU"
+            elif len(mine) < len(group.seeds):
+                row["status"] = f"incomplete: {len(mine)} of {len(group.seeds)} seeds"
+            else:
+                row["status"] = "done"
+            for ref in refs:
+                if ref["algo"] != group.algo or ref["env"] != env:
+                    continue
+                entry = {k: ref.get(k) for k in ("id", "mean", "std", "seeds", "budget_env_steps", "env_version",
+                                                 "measure", "source", "url", "kind")}
+                entry["same_budget"] = int(ref["budget_env_steps"]) == group.env_steps
+                if mean is not None and ref["mean"]:
+                    entry["ratio"] = mean / ref["mean"] if ref["mean"] > 0 else ref["mean"] / mean
+                    entry["in_band"] = in_band(mean, ref) if entry["same_budget"] and ref["kind"] == "band" else None
+                row["references"].append(entry)
+            rows.append(row)
+    return rows
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def markdown(suite: str, rows: list[dict[str, Any]], hardware: dict[str, Any]) -> str:
+    lines = [f"# Reproduction table: {suite}", "",
+             "rlrun's training episodic return (mean of each seed's last 100 episodes; mean ± std over seeds) "
+             "beside published references at the same budget. Band: reference mean ± 2 std. Generated by "
+             f"`rlrun-bench reproduce {suite}`; never hand-edited.", "",
+             f"Hardware: {hardware.get('cpu', '?')}, {hardware.get('cores', '?')} cores, "
+             f"torch {hardware.get('torch', '?')}.", "",
+             "| algo | env | budget | rlrun (mean ± std) | seeds | reference | ratio | in band | wall / run | "
+             "steps/s | status |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        refs = r["references"] or [None]
+        for i, ref in enumerate(refs):
+            ours = f"{_fmt(r['mean'])} ± {_fmt(r['std'])}" if r["mean"] is not None else "—"
+            if ref is None:
+                ref_s, ratio, band = "—", "—", "—"
+            else:
+                spread = f" ± {_fmt(ref['std'])}" if ref.get("std") is not None else ""
+                kind = "" if ref["kind"] == "band" else " (goal, other measure)"
+                budget = "" if ref["same_budget"] else f" at {ref['budget_env_steps']:,} steps"
+                ref_s = (f"[{_fmt(ref['mean'])}{spread}]({ref['url']}) {ref['env_version']}{budget}{kind}")
+                ratio = _fmt(ref.get("ratio"), 2)
+                band = {True: "yes", False: "**no**", None: "—"}[ref.get("in_band")]
+            wall = "—" if r["wall_time_s_mean"] is None else f"{r['wall_time_s_mean'] / 60:.1f} min"
+            lines.append(f"| {r['algo'] if i == 0 else ''} | {r['env'] if i == 0 else ''} | "
+                         f"{r['budget_env_steps']:,} | {ours if i == 0 else ''} | {len(r['seeds']) if i == 0 else ''} "
+                         f"| {ref_s} | {ratio} | {band} | {wall if i == 0 else ''} | "
+                         f"{_fmt(r['env_steps_per_s_mean'], 0) if i == 0 else ''} | {r['status'] if i == 0 else ''} |")
+    lines += ["", "Sources: `benchmarks/reproduce_data/references.yaml`. Settings per row: "
+              + "; ".join(sorted({f"{r['algo']}: {r['settings']}" for r in rows})) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(suite: str, rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """One PNG per env: each algorithm's episode/return_mean (window 100) against env steps, mean ± std band over
+    seeds, and each band reference as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlrun.plot import RETURN_TAG, aggregate, read_run
+
+    written = []
+    for env in sorted({r["env"] for r in rows}):
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        drawn = False
+        for r in (r for r in rows if r["env"] == env):
+            curves = [read_run(Path(d)).curves.get(RETURN_TAG) for d in r["run_dirs"]
+                      if (Path(d) / "tensorboard").is_dir()]
+            curves = [c for c in curves if c is not None and len(c[0])]
+            if curves:
+                x, m, s = aggregate(curves)
+                line = ax.plot(x, m, label=f"rlrun {r['algo']} ({len(curves)} seeds)")[0]
+                ax.fill_between(x, m - s, m + s, alpha=0.2, color=line.get_color())
+                drawn = True
+            for ref in r["references"]:
+                if ref["kind"] == "band":
+                    ax.axhline(ref["mean"], ls="--", lw=1, color="gray" if not drawn else line.get_color(),
+                               label=f"{ref['id']} ({ref['budget_env_steps']:,} steps)")
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("training return (last 100 episodes)")
+        ax.set_title(f"{env}: rlrun vs published")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        path = out_dir / f"{suite}-{env}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _shown_path(path: str) -> str:
+    """A run directory relative to the checkout when it is inside it (the committed table names no home dirs)."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+def write_table(suite: str, runs: Path, out_dir: Path, gpu: bool) -> Path:
+    from benchmarks.common import fingerprint
+
+    rows = build_rows(suite, runs, load_references(), gpu)
+    hardware = fingerprint()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shown = [{**r, "run_dirs": [_shown_path(d) for d in r["run_dirs"]]} for r in rows]
+    record = {"suite": suite, "hardware": hardware, "return_window": RETURN_WINDOW,
+              "references_file": str(REFERENCES.relative_to(ROOT)), "rows": shown}
+    path = out_dir / f"{suite}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    (out_dir / f"{suite}.md").write_text(markdown(suite, rows, hardware))
+    for png in plot_curves(suite, rows, out_dir):
+        print(f"wrote {png}")
+    print(f"wrote {path} and {path.with_suffix('.md')}")
+    return path
+
+
+def has_gpu() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="rlrun-bench reproduce", description=__doc__.split("\n\n")[0])
+    p.add_argument("suite", choices=sorted(SUITES))
+    p.add_argument("--groups", help="comma-separated groups of the suite (default: all)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="jobs at a time (default: cores)")
+    p.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS, help="where the sweeps' run directories go")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "reproduce",
+                   help="where the table and curves go")
+    p.add_argument("--table-only", action="store_true", help="do not run; write the table from what has run")
+    p.add_argument("--dry-run", action="store_true", help="print the sweep commands only")
+    p.add_argument("--smoke", action="store_true", help="tiny budgets (checks the path; not a result)")
+    a = p.parse_args(argv)
+    groups = SUITES[a.suite]
+    if a.groups:
+        wanted = a.groups.split(",")
+        unknown = sorted(set(wanted) - {g.name for g in groups})
+        if unknown:
+            p.error(f"suite {a.suite} has no group {', '.join(unknown)}; groups: {', '.join(g.name for g in groups)}")
+        groups = [g for g in groups if g.name in wanted]
+    gpu = has_gpu()
+    failed = 0
+    if not a.table_only:
+        for g in groups:
+            if g.needs == "gpu" and not gpu:
+                print(f"[{a.suite}/{g.name}] not run: needs a GPU (none here)", flush=True)
+                continue
+            failed += run_group(a.runs_dir, a.suite, g, max(1, a.jobs), a.smoke, a.dry_run) != 0
+    if not a.dry_run:
+        write_table(a.suite, a.runs_dir, a.out, gpu)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
