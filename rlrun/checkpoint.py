@@ -49,7 +49,7 @@ CHECKPOINT_NAME = "latest.pt"
 # Keys a resumed run may change (prefixes of dotted keys): when to stop, how to checkpoint, where metrics go,
 # which device computes, what is exported. Everything else (algo, env, executor, seed, run_name, ...) is what
 # the run *is*, and is refused with a different value.
-RESUMABLE_KEYS = ("stop", "checkpoint", "logger", "device", "return_window", "export", "resume")
+RESUMABLE_KEYS = ("stop", "checkpoint", "logger", "device", "return_window", "export", "eval", "resume")
 
 
 # ---------------------------------------------------------------------------------------------------- encoding
@@ -432,6 +432,34 @@ def non_finite_parameters(algo: Any) -> list[str]:
 
 def checkpoint_path(run_dir: str | Path) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR / CHECKPOINT_NAME
+
+
+def best_checkpoint_path(run_dir: str | Path) -> Path:
+    """``<run dir>/checkpoints/best.pt``: the checkpoint of the best periodic evaluation (checkpoint.keep_best)."""
+    return Path(run_dir) / CHECKPOINT_DIR / "best.pt"
+
+
+def keep_history(latest: Path, env_steps: int, keep_last: int) -> list[Path]:
+    """With ``keep_last`` N > 1, keep the checkpoint just written (``latest``) also as ``step-<env steps>.pt``
+    beside it (a hard link where the file system allows: no copy) and delete all but the newest N - 1 of those;
+    returns the kept history files, oldest first."""
+    folder = Path(latest).parent
+    if keep_last <= 1:
+        return []
+    target = folder / f"step-{env_steps:012d}.pt"
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(latest, tmp)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(latest, tmp)
+    os.replace(tmp, target)
+    history = sorted(folder.glob("step-*.pt"))
+    for old in history[:-(keep_last - 1)]:
+        old.unlink(missing_ok=True)
+    return history[-(keep_last - 1):]
 
 
 def find_checkpoint(path: str | Path) -> Path:

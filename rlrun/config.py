@@ -688,6 +688,25 @@ class CheckpointConfig:
     """Write a checkpoint when the run ends (not after an error: the last good one is kept)."""
     replay: bool = True
     """Include the replay memory (can be large); false: a resumed run starts with an empty memory (not exact)."""
+    keep_last: int = 1
+    """Checkpoints kept: latest.pt always; with N > 1 also the last N - 1 before it as step-<env steps>.pt."""
+    keep_best: bool = False
+    """Keep the checkpoint of the best periodic evaluation (eval.interval_env_steps) as best.pt."""
+
+
+@dataclass
+class EvalConfig:
+    """Greedy evaluation during training (rlrun/periodic_eval.py): eval/return_mean, eval/return_std."""
+
+    interval_env_steps: Optional[int] = None
+    """Env steps between evaluations (at multiples of it); null: no evaluation during training."""
+    episodes: int = 10
+    """Greedy episodes per evaluation, on an env copy of its own."""
+    seed: Optional[int] = None
+    """Seed of the first episode of every evaluation; null: the run seed + 1,000,003."""
+    background: Optional[bool] = None
+    """Play evaluations on a driver thread while training goes on; null: true for executor=ray, false for local
+    (inline: deterministic)."""
 
 
 @dataclass
@@ -722,6 +741,7 @@ class RunConfig:
     resume: Optional[str] = None
     """A run directory (or checkpoint file) to continue from its last checkpoint: rlrun resume=<run dir>."""
     export: ExportConfig = field(default_factory=ExportConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
 
 GROUPS = ("algo", "env", "device", "executor", "logger")
@@ -806,6 +826,17 @@ def validate(cfg: DictConfig) -> DictConfig:
         value = cfg.checkpoint[key]
         if value is not None and value <= 0:
             raise ConfigError(f"checkpoint.{key}={value}: must be positive (or null to disable it).")
+    if cfg.checkpoint.keep_last < 1:
+        raise ConfigError(f"checkpoint.keep_last={cfg.checkpoint.keep_last}: must be at least 1 (latest.pt).")
+    ev = cfg.eval
+    if ev.interval_env_steps is not None and ev.interval_env_steps <= 0:
+        raise ConfigError(f"eval.interval_env_steps={ev.interval_env_steps}: must be positive (or null: no "
+                          f"evaluation during training).")
+    if ev.episodes < 1:
+        raise ConfigError(f"eval.episodes={ev.episodes}: must be at least 1.")
+    if cfg.checkpoint.keep_best and ev.interval_env_steps is None:
+        raise ConfigError("checkpoint.keep_best=true needs evaluations to rank checkpoints by: set "
+                          "eval.interval_env_steps (e.g. eval.interval_env_steps=10000).")
     bad = [f for f in cfg.export.formats if f not in ("torchscript", "onnx")]
     if bad:
         raise ConfigError(f"export.formats: {', '.join(map(str, bad))} is not one of torchscript, onnx "

@@ -297,6 +297,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
         write_protocol_card(run_dir, env_factory, cfg)
         if resume_state is not None:  # before the loggers start: a checkpoint that does not fit changes nothing
             _restore(resume_state, algo, executor, loop)
+        evaluator = _make_evaluator(cfg, env_factory, algo, loop.env_steps, resume_state)
         logger = MetricsLogger.from_config(cfg.logger, run_dir, str(cfg.run_name), cfg.stop.env_steps)
         logger.log_params(flatten_config(cfg))
     except BaseException:
@@ -310,6 +311,11 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     last_good = int(resume_state["loop"]["env_steps"]) if resume_state is not None else None
     schedule = CheckpointSchedule(cfg.checkpoint, loop.env_steps)
 
+    def state_now(include_replay: bool | None = None) -> dict[str, Any]:
+        state = _checkpoint_state(cfg, algo, executor, loop, logger, include_replay)
+        state["eval"] = evaluator.state_dict() if evaluator is not None else None
+        return state
+
     def write_checkpoint() -> None:
         nonlocal last_good
         bad = ckpt.non_finite_parameters(algo)
@@ -317,9 +323,28 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
             raise NonFiniteError(f"non-finite parameters ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}) "
                                  f"after iteration {loop.iterations} (env step {loop.env_steps}); "
                                  f"{_kept(checkpoint_path, last_good)}")
-        ckpt.save_checkpoint(checkpoint_path, _checkpoint_state(cfg, algo, executor, loop, logger))
+        ckpt.save_checkpoint(checkpoint_path, state_now())
+        ckpt.keep_history(checkpoint_path, loop.env_steps, int(cfg.checkpoint.keep_last))
         last_good = loop.env_steps
         schedule.written(loop.env_steps)
+
+    def evaluated(outcome: Any) -> None:
+        """Log a finished evaluation; with keep_best, keep its checkpoint when it is the best so far."""
+        logger.log_metrics(outcome.metrics(), outcome.env_steps)
+        if evaluator.improved(outcome) and cfg.checkpoint.keep_best:
+            state = outcome.candidate if outcome.candidate is not None else state_now()
+            state["eval"] = evaluator.state_dict()
+            ckpt.save_checkpoint(ckpt.best_checkpoint_path(run_dir), state)
+
+    def evaluate_if_due() -> None:
+        if evaluator.due(loop.env_steps):
+            candidate = (lambda: state_now(include_replay=False)) if cfg.checkpoint.keep_best else None
+            outcome = evaluator.start(loop.env_steps, candidate)
+            if outcome is not None:
+                evaluated(outcome)
+        outcome = evaluator.collect()
+        if outcome is not None:
+            evaluated(outcome)
 
     stop_reason, status, error = None, "FINISHED", None
     if resume_state is not None:
@@ -346,8 +371,14 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
                 if stop_reason is not None or now - last_report >= cfg.logger.report_interval_s:
                     last_report = now
                     logger.log_metrics(loop.report({**result.metrics, **executor_metrics(executor)}), loop.env_steps)
+                if evaluator is not None:
+                    evaluate_if_due()
                 if schedule.due(loop.env_steps):
                     write_checkpoint()
+            if evaluator is not None:
+                outcome = evaluator.collect(wait=True)  # a background evaluation still playing
+                if outcome is not None:
+                    evaluated(outcome)
             if cfg.checkpoint.at_end and last_good != loop.env_steps:
                 write_checkpoint()
         except KeyboardInterrupt:
@@ -361,6 +392,8 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
         if status != "FAILED" and cfg.export.formats:
             exported = _export_at_end(algo, env_factory.spec, run_dir, list(cfg.export.formats), logger)
     finally:
+        if evaluator is not None:
+            evaluator.close()
         algo.stop()
         mlflow_sink = next((s for s in logger.sinks if hasattr(s, "run_id")), None)
         summary = {
@@ -383,6 +416,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
             "seed": seed,
             "checkpoint": str(checkpoint_path.resolve()) if checkpoint_path.exists() else None,
             "export": exported,
+            **_eval_summary(evaluator, run_dir),
         }
         write_json_atomic(run_dir / "summary.json", summary)
         logger.close(summary, status)
@@ -415,8 +449,35 @@ def _kept(path: Path, env_steps: int | None) -> str:
     return f"the last good checkpoint (env step {env_steps}) is kept at {path}"
 
 
-def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, logger: MetricsLogger) -> dict:
-    include_replay = bool(cfg.checkpoint.replay)
+def _make_evaluator(cfg: DictConfig, env_factory: Any, algo: Any, env_steps: int,
+                    resume_state: dict[str, Any] | None) -> Any:
+    """The periodic evaluator of ``eval.*`` (None without ``eval.interval_env_steps``), restored on resume."""
+    if cfg.eval.interval_env_steps is None:
+        return None
+    from rlrun.periodic_eval import PeriodicEvaluator
+
+    background = cfg.eval.background if cfg.eval.background is not None else cfg.executor.name == "ray"
+    evaluator = PeriodicEvaluator(cfg.eval, env_factory, algo, int(cfg.seed), env_steps, background)
+    if resume_state is not None and resume_state.get("eval"):
+        evaluator.load_state_dict(resume_state["eval"])
+    return evaluator
+
+
+def _eval_summary(evaluator: Any, run_dir: Path) -> dict[str, Any]:
+    """summary.json's evaluation keys: the last evaluation's mean/std and step, the best mean and best.pt."""
+    if evaluator is None or evaluator.last is None:
+        return {"eval_return_mean": None, "eval_return_std": None, "eval_env_steps": None,
+                "eval_return_best": None, "best_checkpoint": None}
+    best = ckpt.best_checkpoint_path(run_dir)
+    last = evaluator.last
+    return {"eval_return_mean": last.return_mean, "eval_return_std": float(np.std(last.returns)),
+            "eval_env_steps": last.env_steps, "eval_return_best": evaluator.best,
+            "best_checkpoint": str(best.resolve()) if best.exists() else None}
+
+
+def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, logger: MetricsLogger,
+                      include_replay: bool | None = None) -> dict:
+    include_replay = bool(cfg.checkpoint.replay) if include_replay is None else include_replay
     sink = next((s for s in logger.sinks if hasattr(s, "run_id")), None)
     return {
         "algo": ckpt.algo_state(algo, include_replay),

@@ -204,8 +204,8 @@ class DQN(Algorithm):
         self.agent = self.make_agent(cfg, spec, seed).to(device)
         # Remote workers build a small acting copy (no replay storage) and get weights by sync_weights.
         acting_cfg = replace(cfg, buffer_size=1, n_step=1, prioritized_replay=False)
-        self.workers = executor.worker_set(self.agent, device,
-                                           policy_factory=functools.partial(type(self).make_agent, acting_cfg, spec))
+        self.policy_factory = functools.partial(type(self).make_agent, acting_cfg, spec)
+        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
         if cfg.n_step > 1 and getattr(self.workers, "num_workers", 1) > 1:
             self.workers.stop()
             raise ConfigError(f"algo.n_step={cfg.n_step} with {self.workers.num_workers} workers: the n-step "

@@ -19,6 +19,7 @@ class ConsoleSink:
         self.tty = self.stream.isatty()
         self._last_line: float | None = None
         self._progress = None
+        self._eval: tuple[int, float] | None = None  # (env step, mean return) of the last evaluation
         if self.tty:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -31,10 +32,20 @@ class ConsoleSink:
         pass
 
     def _line(self, metrics: dict[str, float], step: int) -> str:
-        return (f"env_steps {step}  frames/s {_fmt(metrics.get('perf/frames_per_s'), '.0f')}  "
+        line = (f"env_steps {step}  frames/s {_fmt(metrics.get('perf/frames_per_s'), '.0f')}  "
                 f"return {_fmt(metrics.get('episode/return_mean'))}  episodes {int(metrics.get('episode/count', 0))}")
+        if self._eval is not None:
+            line += f"  eval {_fmt(self._eval[1])} (at {self._eval[0]})"
+        return line
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        if "eval/return_mean" in metrics:  # an evaluation (rlrun/periodic_eval.py): shown on every later line
+            self._eval = (step, metrics["eval/return_mean"])
+            if set(metrics) <= {"eval/return_mean", "eval/return_std", "eval/length_mean"}:
+                if self._progress is None:
+                    print(f"eval at env_steps {step}: return {_fmt(metrics['eval/return_mean'])} ± "
+                          f"{_fmt(metrics.get('eval/return_std'))}", file=self.stream, flush=True)
+                return
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=self._line(metrics, step))
             return
