@@ -18,6 +18,7 @@ references live in ``benchmarks/reproduce_data/references.yaml`` with their sour
     python -m benchmarks.reproduce mujoco [--groups ppo] [--jobs 2] [--runs-dir DIR]   run what is missing + table
     python -m benchmarks.reproduce mujoco --table-only                                  only the table
     python -m benchmarks.reproduce mujoco --dry-run                                     print the sweep commands
+    python -m benchmarks.reproduce mujoco --envs Hopper-v5 --seeds 0                    run only these pairs
     python -m benchmarks.reproduce mujoco --smoke                                       tiny budgets: checks the path
 
 Rows of a suite that needs hardware this machine lacks (``atari``: a GPU) are written as "not run: needs a GPU",
@@ -28,6 +29,7 @@ never guessed. The run directories (checkpoints, TensorBoard) stay under ``--run
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -36,6 +38,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = Path(__file__).resolve().parent / "reproduce_data" / "references.yaml"
@@ -58,10 +62,12 @@ class Group:
     note: str = ""
     smoke: tuple[str, ...] = field(default=())  # extra overrides of --smoke (tiny budgets)
 
-    def sweep_overrides(self, smoke: bool = False) -> list[str]:
+    def sweep_overrides(self, smoke: bool = False, envs: tuple[str, ...] | None = None,
+                        seeds: tuple[int, ...] | None = None) -> list[str]:
         steps = 4096 if smoke else self.env_steps
-        out = [f"algo={self.algo}", f"env={self.env_option}", f"env.id={','.join(self.envs)}",
-               f"seed={','.join(map(str, self.seeds))}", f"stop.env_steps={steps}", "stop.episode_return_mean=null",
+        out = [f"algo={self.algo}", f"env={self.env_option}", f"env.id={','.join(envs or self.envs)}",
+               f"seed={','.join(map(str, seeds or self.seeds))}", f"stop.env_steps={steps}",
+               "stop.episode_return_mean=null",
                f"return_window={RETURN_WINDOW}", "export.formats=[]", "logger.console.interval_s=60",
                *self.overrides]
         if not smoke:
@@ -130,17 +136,100 @@ def in_band(value: float, ref: dict[str, Any]) -> bool:
     return value >= ref["mean"] - 0.1 * abs(ref["mean"])
 
 
+# ---------------------------------------------------------------------------------------------------- records
+#
+# A finished run leaves a *record*: ``<out>/records/<suite>/<group>/<env>-seed<k>.json`` with its summary figures
+# and its learning curve (episode/return_mean against env steps, at most CURVE_POINTS points). Records are committed:
+# the table and the curves are built from them alone, so a fresh clone regenerates the committed table, and a run
+# only starts for an (env, seed) that has no record yet.
+
+CURVE_POINTS = 300
+SUMMARY_KEYS = ("env_steps", "episode_return_mean", "episodes", "wall_time_s", "env_steps_per_second",
+                "stop_reason", "eval_return_mean", "eval_env_steps", "algo", "env", "seed", "run_name")
+
+
+def record_path(out: Path, suite: str, group: Group, env: str, seed: int) -> Path:
+    return out / "records" / suite / group.name / f"{env}-seed{seed}.json"
+
+
+def load_records(out: Path, suite: str, group: Group) -> dict[tuple[str, int], dict[str, Any]]:
+    found = {}
+    for path in sorted((out / "records" / suite / group.name).glob("*.json")):
+        rec = json.loads(path.read_text())
+        found[(rec["env"], int(rec["seed"]))] = rec
+    return found
+
+
+def _curve(run_dir: Path) -> list[list[float]]:
+    from rlrun.plot import RETURN_TAG, read_run
+
+    if not (run_dir / "tensorboard").is_dir():
+        return []
+    points = read_run(run_dir).curves.get(RETURN_TAG)
+    if points is None:
+        return []
+    x, y = points
+    keep = sorted(set(int(round(i)) for i in np.linspace(0, len(x) - 1, min(len(x), CURVE_POINTS))))
+    return [[float(x[i]), round(float(y[i]), 3)] for i in keep]
+
+
+def harvest(runs: Path, out: Path, suite: str, group: Group, smoke: bool = False) -> list[Path]:
+    """Write a record for every completed job of the group's sweeps (under ``<runs>/<suite>/<group>/``) that has
+    none yet; returns the records written."""
+    from benchmarks.common import fingerprint
+
+    written = []
+    for status in sorted((runs / suite / group.name).rglob("jobs/*.json")):
+        job = json.loads(status.read_text())
+        if job.get("status") != "completed" or not job.get("run_dir"):
+            continue
+        run_dir = Path(job["run_dir"])
+        if not (run_dir / "summary.json").exists():
+            continue
+        summary = json.loads((run_dir / "summary.json").read_text())
+        path = record_path(out, suite, group, str(summary["env"]), int(summary["seed"]))
+        if path.exists():
+            continue
+        record = {k: summary.get(k) for k in SUMMARY_KEYS}
+        record.update(suite=suite, group=group.name, smoke=smoke, overrides=job.get("overrides"),
+                      hardware=fingerprint(), curve=_curve(run_dir), curve_x="env steps",
+                      curve_y=f"episode/return_mean (last {RETURN_WINDOW} training episodes)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        written.append(path)
+    return written
+
+
 # ---------------------------------------------------------------------------------------------------- running
 
 
-def sweep_dir(runs: Path, suite: str, group: Group) -> Path:
-    return runs / suite / group.name
+def missing_sweeps(out: Path, suite: str, group: Group, envs: tuple[str, ...] | None = None,
+                   seeds: tuple[int, ...] | None = None) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
+    """The (envs, seeds) products still to run (within ``envs``/``seeds`` when given): one for the whole group
+    when every env lacks the same seeds, else one per env (its missing seeds)."""
+    have = load_records(out, suite, group)
+    missing = {env: tuple(s for s in group.seeds if (env, s) not in have and (seeds is None or s in seeds))
+               for env in group.envs if envs is None or env in envs}
+    missing = {env: seeds for env, seeds in missing.items() if seeds}
+    if not missing:
+        return []
+    if len(set(missing.values())) == 1:
+        return [(tuple(missing), next(iter(missing.values())))]
+    return [((env,), seeds) for env, seeds in missing.items()]
 
 
-def sweep_command(runs: Path, suite: str, group: Group, jobs: int, smoke: bool) -> list[str]:
+def sweep_dir(runs: Path, suite: str, group: Group, envs: tuple[str, ...], seeds: tuple[int, ...]) -> Path:
+    """One directory per (envs, seeds) set, so running the same missing set again resumes its sweep."""
+    if envs == group.envs and seeds == group.seeds:
+        return runs / suite / group.name
+    name = hashlib.sha1(f"{','.join(envs)}|{','.join(map(str, seeds))}".encode()).hexdigest()[:8]
+    return runs / suite / group.name / f"part-{name}"
+
+
+def sweep_command(folder: Path, group: Group, envs: tuple[str, ...], seeds: tuple[int, ...], jobs: int,
+                  smoke: bool) -> list[str]:
     rlrun = str(Path(sys.executable).with_name("rlrun"))
-    folder = sweep_dir(runs, suite, group)
-    cmd = [rlrun, "-m", *group.sweep_overrides(smoke)]
+    cmd = [rlrun, "-m", *group.sweep_overrides(smoke, envs, seeds)]
     if jobs > 1:
         cmd += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
     if smoke:
@@ -152,33 +241,26 @@ def sweep_command(runs: Path, suite: str, group: Group, jobs: int, smoke: bool) 
     return cmd
 
 
-def run_group(runs: Path, suite: str, group: Group, jobs: int, smoke: bool, dry_run: bool) -> int:
-    cmd = sweep_command(runs, suite, group, jobs, smoke)
-    print(" ".join(cmd), flush=True)
-    if dry_run:
-        return 0
-    env = {**os.environ}
-    env.pop("MLFLOW_RUN_ID", None)
-    return subprocess.call(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+def run_group(runs: Path, out: Path, suite: str, group: Group, jobs: int, smoke: bool, dry_run: bool,
+              only_envs: tuple[str, ...] | None = None, only_seeds: tuple[int, ...] | None = None) -> int:
+    """Run the group's (env, seed) pairs that have no record yet; harvest records after each sweep."""
+    failed = 0
+    harvest(runs, out, suite, group, smoke)  # jobs completed by an earlier, interrupted invocation
+    for envs, seeds in missing_sweeps(out, suite, group, only_envs, only_seeds):
+        folder = sweep_dir(runs, suite, group, envs, seeds)
+        cmd = sweep_command(folder, group, envs, seeds, jobs, smoke)
+        print(" ".join(cmd), flush=True)
+        if dry_run:
+            continue
+        env = {**os.environ}
+        env.pop("MLFLOW_RUN_ID", None)
+        failed += subprocess.call(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL) != 0
+        for path in harvest(runs, out, suite, group, smoke):
+            print(f"record {path.relative_to(out)}", flush=True)
+    return failed
 
 
 # ---------------------------------------------------------------------------------------------------- table
-
-
-def completed_runs(folder: Path) -> list[dict[str, Any]]:
-    """The completed jobs of a sweep: ``{env, seed, summary, run_dir}`` from its job status files."""
-    out = []
-    for status in sorted((folder / "jobs").glob("*.json")):
-        job = json.loads(status.read_text())
-        if job.get("status") != "completed" or not job.get("run_dir"):
-            continue
-        run_dir = Path(job["run_dir"])
-        summary_path = run_dir / "summary.json"
-        if not summary_path.exists():
-            continue
-        summary = json.loads(summary_path.read_text())
-        out.append({"env": summary["env"], "seed": int(summary["seed"]), "summary": summary, "run_dir": run_dir})
-    return out
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
@@ -188,24 +270,22 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
     return m, math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
 
 
-def build_rows(suite: str, runs: Path, refs: list[dict[str, Any]], gpu: bool) -> list[dict[str, Any]]:
+def build_rows(suite: str, out: Path, refs: list[dict[str, Any]], gpu: bool) -> list[dict[str, Any]]:
     rows = []
     for group in SUITES[suite]:
-        done = completed_runs(sweep_dir(runs, suite, group))
+        records = load_records(out, suite, group)
         for env in group.envs:
-            mine = sorted((r for r in done if r["env"] == env), key=lambda r: r["seed"])
-            finals = [float(r["summary"]["episode_return_mean"]) for r in mine
-                      if r["summary"].get("episode_return_mean") is not None]
-            steps = [int(r["summary"]["env_steps"]) for r in mine]
+            mine = [records[(env, s)] for s in group.seeds if (env, s) in records]
+            finals = [float(r["episode_return_mean"]) for r in mine if r.get("episode_return_mean") is not None]
             mean, std = _mean_std(finals)
-            walls = [float(r["summary"]["wall_time_s"]) for r in mine]
             row: dict[str, Any] = {
                 "algo": group.algo, "env": env, "group": group.name, "settings": group.note,
                 "budget_env_steps": group.env_steps, "seeds_planned": list(group.seeds),
-                "seeds": [r["seed"] for r in mine], "finals": finals, "env_steps": steps,
-                "mean": mean, "std": std, "wall_time_s_mean": _mean_std(walls)[0],
-                "env_steps_per_s_mean": _mean_std([float(r["summary"]["env_steps_per_second"]) for r in mine])[0],
-                "run_dirs": [str(r["run_dir"]) for r in mine], "references": []}
+                "seeds": [int(r["seed"]) for r in mine], "finals": finals,
+                "env_steps": [int(r["env_steps"]) for r in mine], "mean": mean, "std": std,
+                "wall_time_s_mean": _mean_std([float(r["wall_time_s"]) for r in mine])[0],
+                "env_steps_per_s_mean": _mean_std([float(r["env_steps_per_second"]) for r in mine])[0],
+                "smoke": any(r.get("smoke") for r in mine), "references": []}
             if group.needs == "gpu" and not gpu and not mine:
                 row["status"] = "not run: needs a GPU"
             elif len(mine) < len(group.seeds):
@@ -220,8 +300,10 @@ def build_rows(suite: str, runs: Path, refs: list[dict[str, Any]], gpu: bool) ->
                 entry["same_budget"] = int(ref["budget_env_steps"]) == group.env_steps
                 if mean is not None and ref["mean"]:
                     entry["ratio"] = mean / ref["mean"] if ref["mean"] > 0 else ref["mean"] / mean
-                    entry["in_band"] = in_band(mean, ref) if entry["same_budget"] and ref["kind"] == "band" else None
+                    entry["in_band"] = (in_band(mean, ref) if entry["same_budget"] and ref["kind"] == "band"
+                                        and row["status"] == "done" else None)
                 row["references"].append(entry)
+            row["curves"] = [r["curve"] for r in mine if r.get("curve")]
             rows.append(row)
     return rows
 
@@ -263,32 +345,31 @@ def markdown(suite: str, rows: list[dict[str, Any]], hardware: dict[str, Any]) -
 
 
 def plot_curves(suite: str, rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """One PNG per env: each algorithm's episode/return_mean (window 100) against env steps, mean ± std band over
-    seeds, and each band reference as a dashed line."""
+    """One PNG per env: each algorithm's training return (window 100) against env steps from its records, mean ±
+    std band over seeds, and each band reference as a dashed line at its budget."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rlrun.plot import RETURN_TAG, aggregate, read_run
+    from rlrun.plot import aggregate
 
     written = []
     for env in sorted({r["env"] for r in rows}):
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         drawn = False
         for r in (r for r in rows if r["env"] == env):
-            curves = [read_run(Path(d)).curves.get(RETURN_TAG) for d in r["run_dirs"]
-                      if (Path(d) / "tensorboard").is_dir()]
-            curves = [c for c in curves if c is not None and len(c[0])]
-            if curves:
-                x, m, s = aggregate(curves)
-                line = ax.plot(x, m, label=f"rlrun {r['algo']} ({len(curves)} seeds)")[0]
-                ax.fill_between(x, m - s, m + s, alpha=0.2, color=line.get_color())
-                drawn = True
+            curves = [(np.array([p[0] for p in c]), np.array([p[1] for p in c])) for c in r["curves"]]
+            if not curves:
+                continue
+            x, m, s = aggregate(curves)
+            line = ax.plot(x, m, label=f"rlrun {r['algo']} ({len(curves)} seeds)")[0]
+            ax.fill_between(x, m - s, m + s, alpha=0.2, color=line.get_color())
+            drawn = True
             for ref in r["references"]:
                 if ref["kind"] == "band":
-                    ax.axhline(ref["mean"], ls="--", lw=1, color="gray" if not drawn else line.get_color(),
-                               label=f"{ref['id']} ({ref['budget_env_steps']:,} steps)")
+                    ax.axhline(ref["mean"], ls="--", lw=1, color=line.get_color(),
+                               label=f"{ref['id']} at {ref['budget_env_steps']:,} steps")
         if not drawn:
             plt.close(fig)
             continue
@@ -305,21 +386,15 @@ def plot_curves(suite: str, rows: list[dict[str, Any]], out_dir: Path) -> list[P
     return written
 
 
-def _shown_path(path: str) -> str:
-    """A run directory relative to the checkout when it is inside it (the committed table names no home dirs)."""
-    p = Path(path).resolve()
-    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
-
-
-def write_table(suite: str, runs: Path, out_dir: Path, gpu: bool) -> Path:
+def write_table(suite: str, out_dir: Path, gpu: bool) -> Path:
     from benchmarks.common import fingerprint
 
-    rows = build_rows(suite, runs, load_references(), gpu)
+    rows = build_rows(suite, out_dir, load_references(), gpu)
     hardware = fingerprint()
     out_dir.mkdir(parents=True, exist_ok=True)
-    shown = [{**r, "run_dirs": [_shown_path(d) for d in r["run_dirs"]]} for r in rows]
     record = {"suite": suite, "hardware": hardware, "return_window": RETURN_WINDOW,
-              "references_file": str(REFERENCES.relative_to(ROOT)), "rows": shown}
+              "references_file": str(REFERENCES.relative_to(ROOT)),
+              "rows": [{k: v for k, v in r.items() if k != "curves"} for r in rows]}
     path = out_dir / f"{suite}.json"
     path.write_text(json.dumps(record, indent=1) + "\n")
     (out_dir / f"{suite}.md").write_text(markdown(suite, rows, hardware))
@@ -342,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rlrun-bench reproduce", description=__doc__.split("\n\n")[0])
     p.add_argument("suite", choices=sorted(SUITES))
     p.add_argument("--groups", help="comma-separated groups of the suite (default: all)")
+    p.add_argument("--envs", help="comma-separated env ids: run only these (the table keeps every row)")
+    p.add_argument("--seeds", help="comma-separated seeds: run only these")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="jobs at a time (default: cores)")
     p.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS, help="where the sweeps' run directories go")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "reproduce",
@@ -359,14 +436,17 @@ def main(argv: list[str] | None = None) -> int:
         groups = [g for g in groups if g.name in wanted]
     gpu = has_gpu()
     failed = 0
-    if not a.table_only:
-        for g in groups:
-            if g.needs == "gpu" and not gpu:
-                print(f"[{a.suite}/{g.name}] not run: needs a GPU (none here)", flush=True)
-                continue
-            failed += run_group(a.runs_dir, a.suite, g, max(1, a.jobs), a.smoke, a.dry_run) != 0
+    for g in groups:
+        if a.table_only:
+            harvest(a.runs_dir, a.out, a.suite, g, a.smoke)
+        elif g.needs == "gpu" and not gpu:
+            print(f"[{a.suite}/{g.name}] not run: needs a GPU (none here)", flush=True)
+        else:
+            failed += run_group(a.runs_dir, a.out, a.suite, g, max(1, a.jobs), a.smoke, a.dry_run,
+                                tuple(a.envs.split(",")) if a.envs else None,
+                                tuple(int(x) for x in a.seeds.split(",")) if a.seeds else None)
     if not a.dry_run:
-        write_table(a.suite, a.runs_dir, a.out, gpu)
+        write_table(a.suite, a.out, gpu)
     return 1 if failed else 0
 
 

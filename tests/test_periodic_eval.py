@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from conftest import assert_same, run_rlrun
 
 from rlrun import checkpoint as ckpt

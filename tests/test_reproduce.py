@@ -1,0 +1,90 @@
+"""``rlrun-bench reproduce`` (benchmarks/reproduce.py): the references file is complete data with sources, the band
+rule, which (env, seed) pairs still need a run, and the whole path end to end on a tiny budget (one real MuJoCo
+run as a sweep -> a committed-style record -> table JSON/Markdown with the reference -> a curve PNG), and that the
+committed table is what its committed records give."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import reproduce as rp
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_references_are_complete_with_sources() -> None:
+    refs = rp.load_references()
+    ids = [r["id"] for r in refs]
+    assert len(ids) == len(set(ids))
+    for r in refs:
+        assert r["url"].startswith("https://") and r["env_version"] and r["seeds"] >= 1
+        assert r["kind"] in ("band", "goal")
+    cleanrl_hopper = next(r for r in refs if r["id"] == "cleanrl-ppo-hopper")
+    assert (cleanrl_hopper["mean"], cleanrl_hopper["std"], cleanrl_hopper["budget_env_steps"]) == (2382.86, 271.74,
+                                                                                                  1_000_000)
+    for suite, groups in rp.SUITES.items():  # every planned row has a published reference to compare with
+        for g in groups:
+            for env in g.envs:
+                assert any(r["algo"] == g.algo and r["env"] == env for r in refs), (suite, g.name, env)
+
+
+@pytest.mark.parametrize("value, ok", [(2382.86, True), (2382.86 - 2 * 271.74, True), (1838.0, False),
+                                       (3000.0, False)])
+def test_band_is_mean_plus_minus_two_std(value: float, ok: bool) -> None:
+    assert rp.in_band(value, {"mean": 2382.86, "std": 271.74}) is ok
+
+
+def test_band_without_std_is_ninety_percent() -> None:
+    assert rp.in_band(90.0, {"mean": 100.0, "std": None}) and not rp.in_band(89.0, {"mean": 100.0, "std": None})
+    assert rp.in_band(-105.0, {"mean": -100.0, "std": None}) and not rp.in_band(-111.0, {"mean": -100.0, "std": None})
+
+
+def test_missing_pairs_become_sweeps(tmp_path: Path) -> None:
+    group = rp.Group("g", "ppo", "mujoco", ("A-v5", "B-v5"), (0, 1, 2), 1000)
+    assert rp.missing_sweeps(tmp_path, "s", group) == [(("A-v5", "B-v5"), (0, 1, 2))]
+    for env, seed in (("A-v5", 0), ("B-v5", 0)):
+        path = rp.record_path(tmp_path, "s", group, env, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"env": env, "seed": seed}))
+    assert rp.missing_sweeps(tmp_path, "s", group) == [(("A-v5", "B-v5"), (1, 2))]
+    rp.record_path(tmp_path, "s", group, "A-v5", 1).write_text(json.dumps({"env": "A-v5", "seed": 1}))
+    assert rp.missing_sweeps(tmp_path, "s", group) == [(("A-v5",), (2,)), (("B-v5",), (1, 2))]
+    assert rp.missing_sweeps(tmp_path, "s", group, envs=("B-v5",), seeds=(2,)) == [(("B-v5",), (2,))]
+    assert rp.sweep_dir(tmp_path, "s", group, ("A-v5",), (2,)) != rp.sweep_dir(tmp_path, "s", group, ("B-v5",), (2,))
+
+
+def test_one_smoke_run_end_to_end(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    cmd = [sys.executable, "-m", "benchmarks.reproduce", "mujoco", "--groups", "ppo", "--envs", "Hopper-v5",
+           "--seeds", "0", "--jobs", "1", "--smoke", "--runs-dir", str(runs), "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = json.loads((out / "records" / "mujoco" / "ppo" / "Hopper-v5-seed0.json").read_text())
+    assert record["env_steps"] == 4096 and record["smoke"] and len(record["curve"]) >= 2
+    table = json.loads((out / "mujoco.json").read_text())
+    row = next(r for r in table["rows"] if r["env"] == "Hopper-v5")
+    assert row["seeds"] == [0] and row["status"] == "incomplete: 1 of 3 seeds"
+    assert row["mean"] == pytest.approx(record["episode_return_mean"])
+    cleanrl = next(r for r in row["references"] if r["id"] == "cleanrl-ppo-hopper")
+    assert cleanrl["in_band"] is None  # an incomplete row is never judged
+    assert cleanrl["ratio"] == pytest.approx(row["mean"] / 2382.86)
+    md = (out / "mujoco.md").read_text()
+    assert "| ppo | Hopper-v5 |" in md and "2,382.9 ± 271.7" in md
+    assert (out / "mujoco-Hopper-v5.png").stat().st_size > 5000
+    again = subprocess.run([*cmd, "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "rlrun -m" not in again.stdout  # the pair has a record: nothing left to run for it
+
+
+def test_the_committed_table_is_what_its_records_give(tmp_path: Path) -> None:
+    committed = ROOT / "benchmarks" / "results" / "reproduce"
+    if not (committed / "mujoco.json").exists():
+        pytest.skip("no committed mujoco table yet")
+    rows = rp.build_rows("mujoco", committed, rp.load_references(), gpu=False)
+    table = json.loads((committed / "mujoco.json").read_text())
+    assert [(r["env"], r["algo"], r["seeds"], r["mean"]) for r in table["rows"]] == \
+        [(r["env"], r["algo"], r["seeds"], r["mean"]) for r in rows]
