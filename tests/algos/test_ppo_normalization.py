@@ -129,3 +129,22 @@ def test_the_exported_policy_takes_raw_observations(reference_run: Path) -> None
         assert not torch.allclose(exported, unnormalised, atol=1e-3)  # the normaliser is inside the model
     finally:
         restored.close()
+
+
+def test_the_onnx_policy_takes_raw_observations(reference_run: Path, tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    from rlrun.export import export_onnx, restore
+
+    restored = restore(reference_run)
+    try:
+        policy = restored.policy()
+        path = export_onnx(policy, restored.spec.observation_space, tmp_path / "policy.onnx")
+        raw = hopper_rollout(64)["obs"].squeeze(1).double()  # MuJoCo observations are float64
+        session = ort.InferenceSession(str(path))
+        got = session.run(None, {session.get_inputs()[0].name: raw.numpy()})[0]
+        with torch.no_grad():
+            live = policy.get_actions(raw, explore=False).numpy()
+        np.testing.assert_allclose(got, live, rtol=1e-5, atol=1e-6)
+    finally:
+        restored.close()
