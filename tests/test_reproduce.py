@@ -33,10 +33,11 @@ def test_references_are_complete_with_sources() -> None:
                 assert any(r["algo"] == g.algo and r["env"] == env for r in refs), (suite, g.name, env)
 
 
-@pytest.mark.parametrize("value, ok", [(2382.86, True), (2382.86 - 2 * 271.74, True), (1838.0, False),
-                                       (3000.0, False)])
-def test_band_is_mean_plus_minus_two_std(value: float, ok: bool) -> None:
-    assert rp.in_band(value, {"mean": 2382.86, "std": 271.74}) is ok
+@pytest.mark.parametrize("value, ok, position", [(2382.86, True, "in"), (2382.86 - 2 * 271.74, True, "in"),
+                                                 (1838.0, False, "below"), (3000.0, False, "above")])
+def test_band_is_mean_plus_minus_two_std(value: float, ok: bool, position: str) -> None:
+    ref = {"mean": 2382.86, "std": 271.74}
+    assert rp.in_band(value, ref) is ok and rp.band_position(value, ref) == position
 
 
 def test_band_without_std_is_ninety_percent() -> None:
