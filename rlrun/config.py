@@ -79,6 +79,10 @@ class DQNConfig:
     """Importance-sampling exponent beta at the start, annealed linearly to 1 (Schaul et al. 2016: 0.4)."""
     per_beta_steps: int = 100_000
     """Gradient steps over which beta anneals to 1."""
+    frames_per_record: Optional[float] = 1.1
+    """Replay of stacked uint8 frames (Atari obs/next_obs): keep each distinct frame once, in a ring of this many
+    frames per transition (a stream needs ~1.0-1.1; the oldest transitions are dropped when it needs more); null
+    stores every stack whole (56 KB per Atari transition instead of ~8 KB). Other observations are unaffected."""
     n_step: int = 1
     """Steps per transition: n-step returns (Sutton 1988; Hessel et al. 2018 use 3); truncation bootstraps."""
 
@@ -420,6 +424,10 @@ class ApexConfig:
     """Adam's epsilon."""
     gamma: float = 0.99
     """Discount factor per agent step."""
+    frames_per_record: Optional[float] = 1.1
+    """Replay of stacked uint8 frames (Atari obs/next_obs): keep each distinct frame once, in a ring of this many
+    frames per transition (a stream needs ~1.0-1.1; the oldest transitions are dropped when it needs more); null
+    stores every stack whole (56 KB per Atari transition instead of ~8 KB). Other observations are unaffected."""
     n_step: int = 3
     """Steps per transition (n-step returns, aggregated in each rollout worker per env copy)."""
     batch_size: int = 128

@@ -233,7 +233,8 @@ def make_shard_memory(capacity: int, cfg: ApexConfig, spec: EnvSpec, seed: int,
     n-step transitions, built, seeded from ``(seed, shard_index)``."""
     memory = PrioritizedReplayMemory(capacity, alpha=cfg.per_alpha, beta_start=cfg.per_beta_start,
                                      beta_end=cfg.per_beta_end, beta_steps=cfg.per_beta_steps, eps=cfg.per_eps,
-                                     seed=seed_of_shard(seed, shard_index), name=f"replay_shard_{shard_index}")
+                                     seed=seed_of_shard(seed, shard_index), name=f"replay_shard_{shard_index}",
+                                     frames_per_record=cfg.frames_per_record)
     return memory.build(records=records_space(spec.observation_space, spec.action_space))
 
 

@@ -74,9 +74,10 @@ class DQNAgent(Component):
         if cfg.prioritized_replay:
             self.memory: Component = PrioritizedReplayMemory(cfg.buffer_size, alpha=cfg.per_alpha,
                                                              beta_start=cfg.per_beta_start,
-                                                             beta_steps=cfg.per_beta_steps, seed=seed)
+                                                             beta_steps=cfg.per_beta_steps, seed=seed,
+                                                             frames_per_record=cfg.frames_per_record)
         else:
-            self.memory = ReplayMemory(cfg.buffer_size, seed=seed)
+            self.memory = ReplayMemory(cfg.buffer_size, seed=seed, frames_per_record=cfg.frames_per_record)
         # n > 1: transitions pass through the aggregator (per env copy of the one local worker) before replay.
         self.n_step = NStepAggregator(cfg.n_step, cfg.gamma) if cfg.n_step > 1 else None
         self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
@@ -203,7 +204,7 @@ class DQN(Algorithm):
         super().__init__(cfg, spec, executor, device, seed)
         self.agent = self.make_agent(cfg, spec, seed).to(device)
         # Remote workers build a small acting copy (no replay storage) and get weights by sync_weights.
-        acting_cfg = replace(cfg, buffer_size=1, n_step=1, prioritized_replay=False)
+        acting_cfg = replace(cfg, buffer_size=1, n_step=1, prioritized_replay=False, frames_per_record=None)
         self.policy_factory = functools.partial(type(self).make_agent, acting_cfg, spec)
         self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
         if cfg.n_step > 1 and getattr(self.workers, "num_workers", 1) > 1:

@@ -26,6 +26,7 @@ import torch
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
 from rlrun.components.exploration import LinearSchedule
+from rlrun.components.frame_store import attach_frame_store, storage_bytes
 from rlrun.components.segment_tree import MinSegmentTree, SumSegmentTree
 
 
@@ -51,7 +52,8 @@ class PrioritizedReplayMemory(Component):
     """
 
     def __init__(self, capacity: int, alpha: float = 0.6, beta_start: float = 0.4, beta_end: float = 1.0,
-                 beta_steps: int = 100_000, eps: float = 1e-6, seed: int = 0, name: str | None = None) -> None:
+                 beta_steps: int = 100_000, eps: float = 1e-6, seed: int = 0, name: str | None = None,
+                 frames_per_record: float | None = None) -> None:
         super().__init__(name or "memory")
         if capacity <= 0:
             raise ValueError(f"replay capacity must be positive, got {capacity}")
@@ -69,11 +71,16 @@ class PrioritizedReplayMemory(Component):
         self.sum_tree = SumSegmentTree(self.capacity)  # p_i^alpha
         self.min_tree = MinSegmentTree(self.capacity)  # p_i^alpha
         self.max_priority = 1.0  # largest p_i (before the exponent) seen so far; given to new items
+        self.seed, self.frames_per_record = int(seed), frames_per_record
 
     def _build(self, records: sp.Space) -> None:
         self.require("records", records, kinds=(sp.Dict,))
         self._leaves = sp.flatten_space(records)
+        self.frames = attach_frame_store(self, self._leaves, self.capacity, self.frames_per_record, self.seed)
+        self._framed = self.frames.keys if self.frames is not None else ()
         for key, leaf in self._leaves.items():
+            if key in self._framed:
+                continue
             self.register_buffer(self._buf(key), torch.zeros((self.capacity, *sp.shape(leaf)), dtype=sp.dtype(leaf)))
         self.register_buffer("index", torch.zeros((), dtype=torch.int64))
         self.register_buffer("count", torch.zeros((), dtype=torch.int64))
@@ -111,8 +118,12 @@ class PrioritizedReplayMemory(Component):
         first = start + n - keep
         idx = (torch.arange(keep, device=self.index.device) + first) % self.capacity
         for key, value in flat.items():
+            if key in self._framed:
+                continue
             buf = getattr(self, self._buf(key))
             buf[idx] = torch.as_tensor(value)[n - keep:].to(device=buf.device, dtype=buf.dtype)
+        if self.frames is not None:
+            self.frames.write(idx.cpu(), {key: flat[key][n - keep:] for key in self._framed})
         slots = idx.cpu().numpy()
         if td_errors is None:
             self._set_priorities(slots, np.full(keep, self.max_priority))
@@ -120,7 +131,15 @@ class PrioritizedReplayMemory(Component):
             self._set_priorities(slots, np.abs(td[n - keep:]) + self.eps)
         self.index.fill_((start + n) % self.capacity)
         self.count.fill_(min(int(self.count) + n, self.capacity))
+        if self.frames is not None:  # records that lost a frame to the frame ring are never sampled again
+            self._drop(self.frames.stale(int(self.count)))
         return idx
+
+    def _drop(self, slots: np.ndarray) -> None:
+        """Sampling weight 0 for ``slots`` (sum tree 0, min tree +inf) until they are written again."""
+        if slots.size:
+            self.sum_tree[slots] = np.zeros(slots.size)
+            self.min_tree[slots] = np.full(slots.size, np.inf)
 
     @api
     def sample(self, batch_size: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
@@ -146,8 +165,10 @@ class PrioritizedReplayMemory(Component):
         self.timestep += 1
         device = self.index.device
         idx = torch.from_numpy(slots).to(device)
-        records = sp.unflatten(self.input_spaces["records"],
-                               {key: getattr(self, self._buf(key))[idx] for key in self._leaves})
+        out = {key: getattr(self, self._buf(key))[idx] for key in self._leaves if key not in self._framed}
+        if self.frames is not None:
+            out.update({k: v.to(device) for k, v in self.frames.read(idx).items()})
+        records = sp.unflatten(self.input_spaces["records"], out)
         return records, idx, torch.from_numpy(weights).to(device=device, dtype=torch.float32)
 
     @api
@@ -162,6 +183,8 @@ class PrioritizedReplayMemory(Component):
             raise IndexError(f"{self.name}.update_priorities: slot indices must be in [0, {size}), got "
                              f"{idx[(idx < 0) | (idx >= size)][:3]}")
         self._set_priorities(idx, np.abs(td) + self.eps)
+        if self.frames is not None:  # a record dropped after it was sampled stays dropped
+            self._drop(idx[~self.frames.valid(torch.from_numpy(idx)).numpy()])
 
     def _td_numpy(self, td_errors: Any) -> np.ndarray:
         td = torch.as_tensor(td_errors).detach().cpu().to(torch.float64).numpy().reshape(-1)
@@ -181,6 +204,10 @@ class PrioritizedReplayMemory(Component):
     @api
     def size(self) -> int:
         return int(self.count)
+
+    def bytes_per_record(self) -> float:
+        """Storage bytes over capacity (the frame ring included; the sum and min trees, 2 x 16 bytes, not)."""
+        return storage_bytes(self) / self.capacity
 
     def probabilities(self) -> torch.Tensor:
         """P(i) of every slot held, ``[size]`` float64 (Eq. 1); for inspection and tests."""
