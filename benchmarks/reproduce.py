@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = Path(__file__).resolve().parent / "reproduce_data" / "references.yaml"
 DEFAULT_RUNS = ROOT / "reproduce_runs"
 RETURN_WINDOW = 100  # the references' measure: each seed's last 100 training episodes
+SMOKE_STEPS = 4096  # env steps of a --smoke run
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Group:
 
     def sweep_overrides(self, smoke: bool = False, envs: tuple[str, ...] | None = None,
                         seeds: tuple[int, ...] | None = None) -> list[str]:
-        steps = 4096 if smoke else self.env_steps
+        steps = SMOKE_STEPS if smoke else self.env_steps
         out = [f"algo={self.algo}", f"env={self.env_option}", f"env.id={','.join(envs or self.envs)}",
                f"seed={','.join(map(str, seeds or self.seeds))}", f"stop.env_steps={steps}",
                "stop.episode_return_mean=null",
@@ -181,30 +182,35 @@ def _curve(run_dir: Path) -> list[list[float]]:
 
 
 def harvest(runs: Path, out: Path, suite: str, group: Group, smoke: bool = False) -> list[Path]:
-    """Write a record for every completed job of the group's sweeps (under ``<runs>/<suite>/<group>/``) that has
-    none yet; returns the records written."""
+    """Write a record for every finished run under ``<runs>/<suite>/<group>/`` (a ``summary.json`` that stopped
+    at its env-step budget, whether its sweep job finished it or ``rlrun resume=<run dir>`` did) that has none
+    yet; returns the records written."""
     from benchmarks.common import fingerprint
 
+    budget = SMOKE_STEPS if smoke else group.env_steps
     written = []
-    for status in sorted((runs / suite / group.name).rglob("jobs/*.json")):
-        job = json.loads(status.read_text())
-        if job.get("status") != "completed" or not job.get("run_dir"):
+    for summary_path in sorted((runs / suite / group.name).rglob("summary.json")):
+        run_dir = summary_path.parent
+        summary = json.loads(summary_path.read_text())
+        if summary.get("stop_reason") != "env_steps" or int(summary.get("env_steps") or 0) < budget:
             continue
-        run_dir = Path(job["run_dir"])
-        if not (run_dir / "summary.json").exists():
-            continue
-        summary = json.loads((run_dir / "summary.json").read_text())
         path = record_path(out, suite, group, str(summary["env"]), int(summary["seed"]))
         if path.exists():
             continue
         record = {k: summary.get(k) for k in SUMMARY_KEYS}
-        record.update(suite=suite, group=group.name, smoke=smoke, overrides=job.get("overrides"),
+        record.update(suite=suite, group=group.name, smoke=smoke, overrides=_overrides(run_dir),
                       hardware=fingerprint(), curve=_curve(run_dir), curve_x="env steps",
                       curve_y=f"episode/return_mean (last {RETURN_WINDOW} training episodes)")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=1) + "\n")
         written.append(path)
     return written
+
+
+def _overrides(run_dir: Path) -> list[str]:
+    from rlrun.plot import _overrides as read
+
+    return read(run_dir)
 
 
 # ---------------------------------------------------------------------------------------------------- running
