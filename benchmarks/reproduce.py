@@ -276,6 +276,7 @@ def run_group(runs: Path, out: Path, suite: str, group: Group, jobs: int, smoke:
     while pending or running:
         while pending and len(running) < max(1, jobs // per_sweep):
             running.append(subprocess.Popen(pending.pop(0), cwd=ROOT, env=env, stdin=subprocess.DEVNULL))
+            time.sleep(10.0)  # two sweeps creating a fresh sqlite MLflow store at once race on its tables
         time.sleep(2.0)
         for proc in [p for p in running if p.poll() is not None]:
             running.remove(proc)
