@@ -136,20 +136,34 @@ class ReplayShard:
 
     def get_state(self) -> dict[str, Any]:
         """The memory's state dict with only the rows held (not the empty rest of its capacity), as wire tensors."""
-        count = self.memory.size()
-        state = {k: (v[:count] if k.startswith("store_") else v) for k, v in self.memory.state_dict().items()}
+        rows = rows_held(self.memory)
+        state = {k: (v[:rows[k]] if k in rows else v) for k, v in self.memory.state_dict().items()}
         return to_wire(state)
 
     def set_state(self, state: dict[str, Any]) -> int:
         state = from_wire(state)
         full = self.memory.state_dict()
+        rows = rows_held(self.memory)
         for key, value in state.items():
-            if key.startswith("store_"):
+            if key in rows:
                 buf = full[key].clone()
                 buf[: value.shape[0]] = value
                 state[key] = buf
         self.memory.load_state_dict(state)
         return self.memory.size()
+
+
+def rows_held(memory: Any) -> dict[str, int]:
+    """State-dict keys of a memory's per-row storage -> rows in use (records held; written frames of a frame
+    store): a shard's state carries only those rows."""
+    count = memory.size()
+    rows = {k: count for k in memory.state_dict() if k.startswith("store_")}
+    frames = getattr(memory, "frames", None)
+    if frames is not None:
+        rows.update({f"frames.{frames._ids(k)}": count for k in frames.keys})
+        rows["frames.min_serial"] = count
+        rows["frames.frames"] = min(int(frames.written), frames.frame_capacity)
+    return rows
 
 
 def _writable(value: Any) -> Any:

@@ -188,3 +188,31 @@ def test_a_killed_shard_is_replaced_empty_and_the_set_goes_on(ray_cluster) -> No
     assert shards.shard_sizes()[0] == 9 and shards.shard_sizes()[1] in (0, 2)  # shard 1 started empty
     assert {s for _, s in shards.sample_async(4, 4)} <= {0, 1}
     ex.stop()
+
+
+def test_a_shard_of_frame_stacks_carries_only_what_it_holds_and_round_trips() -> None:
+    """A shard whose memory keeps Atari-like frame stacks in a FrameStore: its state holds the records and the
+    frames written so far (not the whole capacity or ring), and a fresh shard given it samples the same stacks."""
+    img = sp.Box(0, 255, (4, 8, 8), np.uint8)
+    scalar = sp.Box(-np.inf, np.inf, (), np.float32)
+    space = sp.Dict({"obs": img, "action": sp.Discrete(3), "reward": scalar, "next_obs": img, "discount": scalar})
+
+    def make() -> ReplayShard:
+        return ReplayShard(lambda i: PrioritizedReplayMemory(100, seed=3, frames_per_record=1.2).build(records=space),
+                           0)
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (13, 8, 8), dtype=np.uint8)
+    obs = np.stack([frames[i:i + 4] for i in range(9)])
+    nxt = np.stack([frames[i + 1:i + 5] for i in range(9)])
+    shard = make()
+    shard.add({"records": {"obs": obs, "action": np.zeros(9, np.int64), "reward": np.ones(9, np.float32),
+                           "next_obs": nxt, "discount": np.ones(9, np.float32)}, "priorities": np.ones(9)})
+    state = shard.get_state()
+    assert state["frames.frames"].array.shape[0] == 13  # each of the 13 distinct frames once
+    assert state["frames.ids_obs"].array.shape[0] == 9 and state["store_reward"].array.shape == (9,)
+    other = make()
+    other.set_state(copy.deepcopy(state))
+    a, b = shard.sample(5), other.sample(5)
+    assert torch.equal(a[0]["next_obs"], b[0]["next_obs"]) and torch.equal(a[1], b[1])
+    assert any(torch.equal(a[0]["next_obs"][0], torch.from_numpy(n)) for n in nxt)
