@@ -428,6 +428,15 @@ class ApexConfig:
     """Replay of stacked uint8 frames (Atari obs/next_obs): keep each distinct frame once, in a ring of this many
     frames per transition (a stream needs ~1.0-1.1; the oldest transitions are dropped when it needs more); null
     stores every stack whole (56 KB per Atari transition instead of ~8 KB). Other observations are unaffected."""
+    learner: str = "thread"
+    """thread: the learner runs free on its own thread, fed by a bounded queue of replay batches (Horgan et al.
+    2018; actors never wait for it) | sync: train_every env steps per gradient step inside each training step
+    (deterministic on the local executor; actors wait while it learns)."""
+    learner_queue: int = 16
+    """Thread mode: replay batches prefetched for the learner (bounded: memory stays flat)."""
+    max_replay_ratio: Optional[float] = None
+    """Thread mode: at most this many samples replayed per env step stored (gradient steps x batch_size / env
+    steps); null: as fast as the learner goes (the paper's setting). Sync mode uses train_every instead."""
     n_step: int = 3
     """Steps per transition (n-step returns, aggregated in each rollout worker per env copy)."""
     batch_size: int = 128

@@ -20,8 +20,14 @@ Choices (where the paper's setting does not carry over as is):
 - **Actor priorities** use the actor's copy of the online network for the bootstrap as well (the actors hold no
   target network: the paper's actors copy only the learner's parameters); the learner's own update overwrites
   them with target-network TD errors the first time an item is replayed.
-- **Replay ratio.** The paper's learner runs as fast as it can; here it takes one gradient step per
-  ``train_every`` env steps stored, so runs are reproducible on the local executor and comparable across machines.
+- **Learner.** ``algo.learner=thread`` (the default): as in the paper, the learner runs as fast as it can on its
+  own thread (``rlrun/execution/learner_thread.py``), fed by a bounded queue of prefetched replay batches
+  (``algo.learner_queue``); the plan only stores rollouts, feeds the queue, applies the priorities the learner
+  returns and sends actors the weights the learner last published, so actors never wait for a gradient step. The
+  replay ratio (samples replayed per env step stored) is then a measured figure (``replay/ratio``), capped by
+  ``algo.max_replay_ratio`` when set. ``algo.learner=sync`` takes one gradient step per ``train_every`` env steps
+  inside ``training_step`` instead: reproducible bit for bit on the local executor (tests, the executor
+  agreement benchmark), but actors wait while the owed steps run.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.config import ApexConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
+from rlrun.execution.learner_thread import LearnerThread
 from rlrun.execution.replay_shards import seed_of_shard, shard_capacity
 
 TRANSITIONS = "transitions"
@@ -274,8 +281,28 @@ class ApeX(Algorithm):
         self.gradient_steps = 0
         self.update_budget = 0.0  # gradient steps owed at the replay ratio (fractional carry-over)
         self.since_sync = [0] * self.workers.num_workers  # env steps each worker sampled since its last sync
+        self.learner: LearnerThread | None = None
+        self.batches_issued = 0  # replay batches handed to the learner thread (thread mode)
+        if cfg.learner == "thread":
+            self.published = self.agent.get_weights()  # what actors copy: the learner's last published weights
+            self.learner = LearnerThread(self._learn, max_queue=cfg.learner_queue, publish=self._publish)
+
+    # ------------------------------------------------------------------ the learner thread's side
+
+    def _learn(self, item: tuple[Any, int]) -> tuple[torch.Tensor, torch.Tensor]:
+        (records, indices, weights), shard = item
+        with self.timer("learn"):
+            info = self.agent.update(records, weights)
+        return info["loss"].detach(), info["td_error"].detach()
+
+    def _publish(self) -> None:
+        self.published = self.agent.get_weights()
+
+    # ------------------------------------------------------------------ the plan
 
     def training_step(self) -> IterationResult:
+        if self.learner is not None:
+            return self._training_step_thread()
         result = IterationResult()
         # store_op: each rollout (as it arrives) goes to the next replay shard; a stale worker gets new weights.
         for batch, worker in self.workers.sample_async(self.cfg.rollout_steps):
@@ -306,19 +333,83 @@ class ApeX(Algorithm):
         result.metrics["replay/size"] = self.replay.size()
         return result
 
+    def _training_step_thread(self) -> IterationResult:
+        """Thread mode: store rollouts as they arrive (stale actors get the last published weights), keep the
+        learner's queue full (within ``max_replay_ratio``), apply the priorities it returned. Never learns here."""
+        result = IterationResult()
+        for batch, worker in self.workers.sample_async(self.cfg.rollout_steps):
+            with self.timer("replay"):
+                self.replay.add(batch.info.pop(TRANSITIONS))
+            result.add_batch(batch)
+            self.since_sync[worker] += batch.env_steps
+            if self.since_sync[worker] >= self.cfg.max_weight_sync_delay:
+                self.workers.sync_weights(self.published, worker_ids=[worker])
+                self.since_sync[worker] = 0
+        self.env_steps += result.env_steps
+        if self.env_steps >= self.cfg.learning_starts:
+            room = self.learner.free_slots()
+            if self.cfg.max_replay_ratio is not None:
+                allowed = int(self.cfg.max_replay_ratio * self.env_steps / self.cfg.batch_size) - self.batches_issued
+                room = min(room, max(0, allowed))
+            for item in self.replay.sample_async(self.cfg.batch_size, room):
+                self.learner.put(item, timeout=60.0)
+                self.batches_issued += 1
+        losses = []
+        for ((_, indices, _), shard), (loss, td_error) in self.learner.drain():
+            self.replay.update_priorities(shard, indices, td_error)
+            losses.append(loss)
+        self.gradient_steps += len(losses)
+        if losses:
+            result.metrics["loss/td"] = float(torch.stack(losses).mean())
+        result.metrics.update(self.learner.metrics())
+        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        result.metrics["replay/ratio"] = self.gradient_steps * self.cfg.batch_size / max(self.env_steps, 1)
+        result.metrics["replay/size"] = self.replay.size()
+        return result
+
+    def acting_policy(self) -> Any:
+        """The greedy learner (eval, export). In thread mode a copy with the last published weights: the learner
+        itself may be inside a gradient step on its thread."""
+        if self.learner is None:
+            return self.agent
+        copy_ = self.make_agent(self.cfg, self.spec, self.seed).to(self.device)
+        copy_.set_weights(self.published)
+        return copy_
+
     def state_dict(self) -> dict[str, Any]:
+        if self.learner is not None:  # the learner's state between two updates; queued batches are not state
+            with self.learner.paused():
+                return self._state()
+        return self._state()
+
+    def _state(self) -> dict[str, Any]:
         return {"agent": self.agent.state_dict(), "replay": self.replay.state_dict(), "env_steps": self.env_steps,
                 "gradient_steps": self.gradient_steps, "update_budget": self.update_budget,
-                "since_sync": list(self.since_sync)}
+                "since_sync": list(self.since_sync), "batches_issued": self.batches_issued}
+
+    def stop(self) -> None:
+        if self.learner is not None:
+            self.learner.stop()
+        super().stop()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.learner is not None:
+            with self.learner.paused():
+                self._load(state)
+            self.published = self.agent.get_weights()
+            self.workers.sync_weights(self.published)
+            return
+        self._load(state)
+        self.workers.sync_weights()  # the restored learner's weights, before the next rollout
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self.batches_issued = int(state.get("batches_issued", 0))
         self.agent.load_state_dict(state["agent"])
         self.replay.load_state_dict(state["replay"])
         self.env_steps = int(state["env_steps"])
         self.gradient_steps = int(state["gradient_steps"])
         self.update_budget = float(state["update_budget"])
         self.since_sync = [int(s) for s in state["since_sync"]]
-        self.workers.sync_weights()  # the restored learner's weights, before the next rollout
 
 
 def _check(cfg: ApexConfig, executor: Any) -> None:
@@ -328,6 +419,14 @@ def _check(cfg: ApexConfig, executor: Any) -> None:
             raise ConfigError(f"algo.{key}={getattr(cfg, key)}: must be at least {low}.")
     if not cfg.train_every > 0:
         raise ConfigError(f"algo.train_every={cfg.train_every}: must be positive (env steps per gradient step).")
+    if cfg.learner not in ("thread", "sync"):
+        raise ConfigError(f"algo.learner={cfg.learner}: not one of thread (the learner runs free on its own thread, "
+                          f"as in the paper), sync (gradient steps inside each training step, deterministic).")
+    if cfg.learner_queue < 1:
+        raise ConfigError(f"algo.learner_queue={cfg.learner_queue}: must be at least 1 replay batch.")
+    if cfg.max_replay_ratio is not None and not cfg.max_replay_ratio > 0:
+        raise ConfigError(f"algo.max_replay_ratio={cfg.max_replay_ratio}: must be positive (samples replayed per "
+                          f"env step stored), or null for none.")
     if cfg.buffer_size < cfg.num_replay_shards:
         raise ConfigError(f"algo.buffer_size={cfg.buffer_size} is smaller than algo.num_replay_shards="
                           f"{cfg.num_replay_shards}: every shard needs room for at least one transition.")
