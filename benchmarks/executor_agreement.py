@@ -35,7 +35,7 @@ PLANS: dict[str, tuple[list[str], str]] = {
     "a3c": (["algo=a2c", "algo.mode=async"], "a2c"),
     "impala": (["algo=impala"], "impala"),
     "appo": (["algo=appo"], "appo"),
-    "apex": (["algo=apex"], "apex"),
+    "apex": (["algo=apex", "algo.learner=sync"], "apex"),  # the deterministic plan (thread mode: a measured ratio)
 }
 ENVS_PER_WORKER = 4
 EXECUTORS = {
