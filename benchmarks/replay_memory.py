@@ -98,7 +98,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.replay_memory", description=__doc__.split("\n\n")[0])
     p.add_argument("--transitions", type=int, default=6000)
-    p.add_argument("--frames-per-record", type=float, default=1.15)
+    from rlrun.config import DQNConfig
+
+    p.add_argument("--frames-per-record", type=float, default=DQNConfig.frames_per_record,
+                   help="frame ring per transition (default: DQN's and Ape-X's algo.frames_per_record)")
     p.add_argument("--quick", action="store_true", help="1,600 transitions")
     a = p.parse_args(argv)
     n = 1600 if a.quick else a.transitions

@@ -242,6 +242,20 @@ SUITE: tuple[Benchmark, ...] = (
         "long learning runs: Pong to >= +18 with apex, impala and ppo on a GPU, frames and wall time (not in CI; "
         "`python -m benchmarks.pong_long --smoke` checks its path on a CPU)",
         requires=(CudaGPU(), Registered("algo", "apex"), Registered("algo", "impala"), Registered("algo", "ppo"))),
+    Benchmark(
+        "apex_actors", "benchmarks.apex_actors",
+        "rlrun algo=apex env=pong executor=ray per learner mode (thread, sync): actor frames/s while learning vs "
+        "acting only, learner updates/s, replay ratio, stop overshoot, RSS (not in CI: minutes per mode)",
+        requires=(Registered("algo", "apex"), Registered("executor", "ray")),
+        goals={"ratio/acting_while_learning_vs_acting_only/thread": 0.5},
+        headline=("ratio/*", "learner_updates_per_s/*", "stop_overshoot_s/*"), timeout_s=1800),
+    Benchmark(
+        "replay_memory", "benchmarks.replay_memory",
+        "replay bytes per Atari transition with each frame stored once vs whole stacks, on a real Pong stream; "
+        "insert and sample time",
+        full_args=("--transitions", "6000"),
+        goals={"ratio/bytes_whole_vs_dedup/*": 56464 / 8192},  # issue 14: <= 8 KB of today's 56 KB per transition
+        headline=("bytes_per_transition/*", "ratio/bytes_whole_vs_dedup/*")),
 )
 
 

@@ -566,3 +566,32 @@ def test_ray_startup_and_transfer_are_measured(tmp_path: Path) -> None:
         ms, rate = figures[f"transfer/{path}/ms_per_rollout"], figures[f"transfer/{path}/gb_per_s"]
         assert ms > 0 and abs(rate - 28.9 / ms) <= 0.02 * rate + 0.01
         assert figures[f"transfer/{path}/worker_cpu_ms_per_rollout"] > 0
+
+
+def test_replay_memory_meets_the_bytes_goal_on_a_real_pong_stream(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``benchmarks.replay_memory --quick``: 1,600 Pong transitions into a memory that stores each frame once and
+    one that stores whole stacks (it checks they sample the same records): under 8 KB per transition against
+    56 KB, for DQN's, Ape-X's and per-step inserts. Sizes, not timings."""
+    from benchmarks import replay_memory
+
+    monkeypatch.setenv("RLRUN_BENCH_RESULTS", str(tmp_path))
+    monkeypatch.setenv("RLRUN_BENCH_LOG", "0")
+    figures = replay_memory.main(["--quick"])
+    for label in ("dqn_rollout4", "apex_batch50", "per_step"):
+        assert figures[f"bytes_per_transition/whole/{label}"] > 56_000
+        assert figures[f"bytes_per_transition/dedup/{label}"] < 8_192
+        assert 0.9 < figures[f"frames_per_transition/dedup/{label}"] < 1.1
+    assert len(list(tmp_path.glob("*-replay_memory.json"))) == 1
+
+
+def test_apex_actors_runs_both_learner_modes_on_its_path() -> None:
+    """``benchmarks.apex_actors --smoke``: the headline command on Ray for a few seconds per learner mode, tiny
+    batches: both modes learn (gradient steps), actors act while learning, and the run stops near its wall time."""
+    from benchmarks import apex_actors
+
+    figures = apex_actors.main(["--smoke"])
+    for mode in ("thread", "sync"):
+        assert figures[f"gradient_steps/{mode}"] > 0
+        assert figures[f"frames_per_s/while_learning/{mode}"] > 0
+        assert figures[f"stop_overshoot_s/{mode}"] < 15
