@@ -104,8 +104,12 @@ class FrameStore(Component):
         inverse = inverse.reshape(-1)
         same = h2 == h2[rep[inverse]]
         first = int(self.written)
-        # A frame written before this call is shared only if what this call may write cannot overwrite it.
-        lowest_safe = first + len(frames) - self.frame_capacity
+        # A frame written before this call is shared only if it will outlive the records that use it: what this
+        # call may write cannot overwrite it, and it is younger than the ring's slack beyond one frame per record
+        # (a frame seen long ago, e.g. a repeated screen, is stored again rather than making a new record depend on
+        # the oldest part of the ring, which goes long before the record leaves the memory).
+        slack = self.frame_capacity - self.record_capacity if self.record_capacity else self.frame_capacity
+        lowest_safe = max(first + len(frames) - self.frame_capacity, first - max(0, slack))
         found = [self._recent.get(h, (-1, 0)) for h in uniq.tolist()]
         old = np.fromiter((f[0] for f in found), dtype=np.int64, count=len(uniq))
         old_h2 = np.fromiter((f[1] for f in found), dtype=np.uint64, count=len(uniq))
