@@ -354,6 +354,9 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
                         "on, e.g. stop.env_steps=%d", stop_reason, loop.env_steps, 2 * loop.env_steps)
     last_report = time.perf_counter()
     with _StopRequest() as stop_request:
+        wall_limit = cfg.stop.wall_time_s
+        # a plan that owes many gradient steps checks this between them (Ape-X's sync learner): stops hold
+        algo.stop_check = lambda: stop_request.requested or (wall_limit is not None and loop.wall_time_s >= wall_limit)
         try:
             while stop_reason is None:
                 result = algo.training_step()

@@ -321,7 +321,10 @@ class ApeX(Algorithm):
         owed = int(self.update_budget)
         self.update_budget -= owed
         losses = []
-        for (records, indices, weights), shard in self.replay.sample_async(self.cfg.batch_size, owed):
+        for i, ((records, indices, weights), shard) in enumerate(self.replay.sample_async(self.cfg.batch_size, owed)):
+            if self.stop_due():  # the run stops now: the steps still owed are kept for a resumed run
+                self.update_budget += owed - i
+                break
             with self.timer("learn"):
                 info = self.agent.update(records, weights)
             self.replay.update_priorities(shard, indices, info["td_error"])

@@ -41,6 +41,13 @@ class Algorithm(ABC):
     def __init__(self, cfg: Any, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         self.cfg, self.spec, self.executor, self.device, self.seed = cfg, spec, executor, device, seed
 
+    def stop_due(self) -> bool:
+        """True when the run should stop now (its wall time is up, or Ctrl-C): a plan that owes many gradient steps
+        in one ``training_step`` checks it between them and keeps the rest for later (the run loop sets
+        ``stop_check``; a plan outside a run never stops early)."""
+        check = getattr(self, "stop_check", None)
+        return bool(check()) if check is not None else False
+
     @classmethod
     def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Any:
         """The algorithm's root component, built from the env spec (``rlrun graph`` prints it); None if the
