@@ -89,3 +89,5 @@ def test_the_committed_table_is_what_its_records_give(tmp_path: Path) -> None:
     table = json.loads((committed / "mujoco.json").read_text())
     assert [(r["env"], r["algo"], r["seeds"], r["mean"]) for r in table["rows"]] == \
         [(r["env"], r["algo"], r["seeds"], r["mean"]) for r in rows]
+    readme = (ROOT / "README.md").read_text()
+    assert rp.readme_block("mujoco", rows) in readme  # README's table is the generated one, as committed
