@@ -342,6 +342,12 @@ class IMPALAConfig:
     """
 
     name: str = "impala"
+    learner: str = "sync"
+    """sync: one learner update per training step, in it (deterministic on the local executor) | thread: the
+    learner on its own thread fed by a bounded queue of unroll batches (IMPALA/TorchBeast: actors keep acting while
+    it learns; the Atari presets)."""
+    learner_queue: int = 2
+    """Thread mode: learner batches queued (bounded: when full the plan waits, IMPALA's backpressure)."""
     lr: float = 5e-4
     """Learning rate at env step 0 (annealed linearly to 0 over total_env_steps when anneal_lr)."""
     optimizer: str = "adam"

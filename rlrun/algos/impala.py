@@ -56,6 +56,7 @@ from rlrun.components.policy_losses import impala_loss
 from rlrun.config import IMPALAConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
+from rlrun.execution.learner_thread import LearnerThread
 
 State = tuple[torch.Tensor, ...] | None
 """A recurrent state: ``(h, c)`` of the LSTM core, then ``(h, c)`` of the critic's core when the critic has its
@@ -387,10 +388,22 @@ class IMPALA(ActorCriticPlan):
         if cfg.unroll_length < 1 or cfg.batch_size < 1:
             raise ConfigError(f"algo.unroll_length={cfg.unroll_length} and algo.batch_size={cfg.batch_size}: both "
                               f"must be at least 1.")
+        if cfg.learner not in ("sync", "thread"):
+            raise ConfigError(f"algo.learner={cfg.learner}: not one of sync (one update per training step, in it), "
+                              f"thread (the learner on its own thread fed by a queue of unroll batches).")
+        if cfg.learner_queue < 1:
+            raise ConfigError(f"algo.learner_queue={cfg.learner_queue}: must be at least 1 batch.")
         self.agent = self.make_agent(cfg, spec, seed).to(device)
         self.policy_factory = policy_factory(type(self), cfg, spec)
-        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
+        thread = cfg.learner == "thread"
+        # thread mode: every worker acts with a copy (the learner's network changes under it on its thread)
+        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory,
+                                           own_policies=thread)
         self.workers.sync_weights()  # workers with policies of their own start from the learner's weights
+        self.learner: LearnerThread | None = None
+        if thread:
+            self.published = self.agent.get_weights()  # what workers copy: the weights after the last update
+            self.learner = LearnerThread(self._learn_on, max_queue=cfg.learner_queue, publish=self._publish)
         self.timer = executor.timer
         # Worker batches (of num_envs_per_worker env-copy unrolls each) per learner update, rounded up.
         # (``rlrun eval``/``export`` restore the plan with an executor that has no workers: 1 there.)
@@ -404,6 +417,60 @@ class IMPALA(ActorCriticPlan):
         return int(self.agent.updates)
 
     def training_step(self) -> IterationResult:
+        if self.learner is not None:
+            return self._training_step_thread()
+        return self._training_step_sync()
+
+    def _training_step_thread(self) -> IterationResult:
+        """Thread mode: take ``batches_per_update`` worker samples as they arrive, queue them as one learner batch
+        (waiting only while the queue is full: IMPALA's bounded queue), send the producing workers the weights the
+        learner last published, and report the updates the learner finished since."""
+        result = IterationResult()
+        batches: list[Any] = []
+        workers: list[int] = []
+        need = self.batches_per_update
+        with contextlib.closing(self.workers.sample_async(self.cfg.unroll_length, min_batches=need)) as arriving:
+            for batch, worker in arriving:
+                result.add_batch(batch)
+                batches.append(batch)
+                workers.append(worker)
+                if len(batches) == need:
+                    break
+        self.env_steps += result.env_steps
+        if len(batches) == need:
+            rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
+            with self.timer("learner_queue_wait"):
+                while not self.learner.put(rollout, timeout=1.0):
+                    if self.stop_due():
+                        break
+            self.workers.sync_weights(self.published, worker_ids=sorted(set(workers)))
+        infos = [info for _, info in self.learner.drain()]
+        if infos:
+            info = infos[-1]
+            self.gradient_steps += sum(int(i.pop("gradient_steps", 1)) for i in infos)
+            lag_mean, lag_max = info.pop("lags")
+            renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
+            result.metrics.update({renamed.get(k, k): float(v) for k, v in info.items() if k != "gradient_steps"})
+            result.metrics["learn/policy_lag_mean"] = lag_mean
+            result.metrics["learn/policy_lag_max"] = lag_max
+        result.metrics.update(self.learner.metrics())
+        result.metrics["learn/updates"] = self.updates
+        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        return result
+
+    def _learn_on(self, rollout: dict[str, Any]) -> dict[str, Any]:
+        """The learner thread's update of one queued batch (lag: updates before it minus the version acted with)."""
+        with self.timer("learn"):
+            lag = (self.updates - rollout.pop("weights_version")).float()
+            info = self.agent.update(rollout)
+        info = {k: (float(v) if isinstance(v, torch.Tensor) and v.numel() == 1 else v) for k, v in info.items()}
+        info["lags"] = (float(lag.mean()), float(lag.max()))
+        return info
+
+    def _publish(self) -> None:
+        self.published = self.agent.get_weights()
+
+    def _training_step_sync(self) -> IterationResult:
         """One learner update: take unrolls as they arrive until ``batches_per_update`` worker samples are held,
         learn on them, send the new weights to the workers that produced them (inside the loop, so the last
         one's next request carries them), and stop taking unrolls (those that arrive meanwhile wait for the next
@@ -445,13 +512,42 @@ class IMPALA(ActorCriticPlan):
         return info
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights, optimizer, counters and the acting recurrent state (exact on executor=local; on Ray the
-        unrolls in flight are not in it)."""
+        """Weights, optimizer, counters and the acting recurrent state (exact on executor=local in sync mode; on
+        Ray, or in thread mode, the unrolls in flight or queued are not in it)."""
+        if self.learner is not None:
+            with self.learner.paused():
+                return self._state()
+        return self._state()
+
+    def _state(self) -> dict[str, Any]:
         return {"agent": self.agent.state_dict(), "env_steps": self.env_steps,
                 "gradient_steps": self.gradient_steps, "acting_state": self.agent.acting_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.learner is not None:
+            with self.learner.paused():
+                self._load(state)
+            self.published = self.agent.get_weights()
+            self.workers.sync_weights(self.published)
+            return
+        self._load(state)
+
+    def _load(self, state: dict[str, Any]) -> None:
         self.agent.load_state_dict(state["agent"])
         self.env_steps = int(state["env_steps"])
         self.gradient_steps = int(state["gradient_steps"])
         self.agent.set_acting_state(state.get("acting_state"))
+
+    def acting_policy(self) -> Any:
+        """The learner's agent; in thread mode a copy with the last published weights (the learner may be inside
+        an update on its thread)."""
+        if self.learner is None:
+            return self.agent
+        copy_ = self.make_agent(self.cfg, self.spec, self.seed).to(self.device)
+        copy_.set_weights(self.published)
+        return copy_
+
+    def stop(self) -> None:
+        if self.learner is not None:
+            self.learner.stop()
+        super().stop()

@@ -143,7 +143,9 @@ def test_learns_cartpole(tmp_path: Path):
 
 def test_pong_smoke_local(tmp_path: Path):
     summary = run_experiment(compose(["algo=appo", "env=pong", "executor.num_envs=2", "algo.unroll_length=8",
-                                      "algo.batch_size=2", "stop.env_steps=64", "logger=none"]), tmp_path / "run")
+                                      "algo.batch_size=2", "stop.env_steps=64", "logger=none",
+                                      "algo.learner=sync"]),  # the preset's thread mode drops batches queued at the end
+                             tmp_path / "run")
     assert summary["env_steps"] == 64 and summary["frames"] == 256 and summary["error"] is None
     assert summary["export"], "the greedy policy was exported"
     from rlrun.checkpoint import load_checkpoint
