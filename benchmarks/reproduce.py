@@ -47,6 +47,7 @@ REFERENCES = Path(__file__).resolve().parent / "reproduce_data" / "references.ya
 DEFAULT_RUNS = ROOT / "reproduce_runs"
 RETURN_WINDOW = 100  # the references' measure: each seed's last 100 training episodes
 SMOKE_STEPS = 4096  # env steps of a --smoke run
+KIND_LABELS = {"band": "", "goal": " (goal, other measure)", "curve": " (their curve at this step)"}
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,19 @@ class Group:
     seeds: tuple[int, ...]
     env_steps: int
     overrides: tuple[str, ...] = ()
-    needs: str | None = None  # "gpu": not run without one
+    needs: str | None = None  # "gpu": not run without one; "envpool": not without the envpool extra
     note: str = ""
     smoke: tuple[str, ...] = field(default=())  # extra overrides of --smoke (tiny budgets)
+    env_key: str = "id"  # the env key the envs are given by (Atari: game)
+    wall_time_s: float | None = None  # a wall-time budget per run (CPU-sized Atari): stop.wall_time_s
 
     def sweep_overrides(self, smoke: bool = False, envs: tuple[str, ...] | None = None,
                         seeds: tuple[int, ...] | None = None) -> list[str]:
         steps = SMOKE_STEPS if smoke else self.env_steps
-        out = [f"algo={self.algo}", f"env={self.env_option}", f"env.id={','.join(envs or self.envs)}",
+        out = [f"algo={self.algo}", f"env={self.env_option}", f"env.{self.env_key}={','.join(envs or self.envs)}",
                f"seed={','.join(map(str, seeds or self.seeds))}", f"stop.env_steps={steps}",
                "stop.episode_return_mean=null",
+               *([f"stop.wall_time_s={self.wall_time_s}"] if self.wall_time_s and not smoke else []),
                f"return_window={RETURN_WINDOW}", "export.formats=[]", "logger.console.interval_s=60",
                *self.overrides]
         if not smoke:
@@ -107,10 +111,21 @@ SUITES: dict[str, list[Group]] = {
               overrides=CLEANRL_PPO_CLASSIC, note="CleanRL ppo.py defaults"),
     ],
     "atari": [
-        Group("ppo", "ppo", "atari", ("Pong", "Breakout"), (0, 1, 2), 10_000_000, needs="gpu",
+        Group("ppo", "ppo", "atari", ("Pong", "Breakout"), (0, 1, 2), 10_000_000, needs="gpu", env_key="game",
               overrides=("device=cuda",), note="conf/algo_env/ppo_atari.yaml (CleanRL ppo_atari.py)"),
-        Group("dqn", "dqn", "atari", ("Pong",), (0, 1, 2), 10_000_000, needs="gpu",
+        Group("dqn", "dqn", "atari", ("Pong",), (0, 1, 2), 10_000_000, needs="gpu", env_key="game",
               overrides=("device=cuda",), note="conf/algo_env/dqn_atari.yaml (CleanRL dqn_atari.py)"),
+    ],
+    # Atari on this 2-core CPU: as many frames as fit in ~22 minutes per run (4 runs: one ~90-minute background
+    # job), one run at a time (each uses both cores through Ray), compared with the references' curves at the
+    # same env steps. envpool steps the env copies (pip install 'rlrun[envpool]').
+    "atari-cpu": [
+        Group("ppo", "ppo", "atari", ("Pong", "Breakout"), (0,), 10_000_000, needs="envpool", env_key="game",
+              wall_time_s=1350, overrides=("executor=ray", "env.backend=envpool"),
+              note="conf/algo_env/ppo_atari.yaml (CleanRL ppo_atari.py) on executor=ray, envpool, 22.5 min a run"),
+        Group("impala", "impala", "atari", ("Pong", "Breakout"), (0,), 10_000_000, needs="envpool", env_key="game",
+              wall_time_s=1350, overrides=("executor=ray", "env.backend=envpool"),
+              note="conf/algo_env/impala_atari.yaml (Espeholt et al. 2018), learner thread, envpool, 22.5 min a run"),
     ],
 }
 
@@ -193,7 +208,9 @@ def harvest(runs: Path, out: Path, suite: str, group: Group, smoke: bool = False
     for summary_path in sorted((runs / suite / group.name).rglob("summary.json")):
         run_dir = summary_path.parent
         summary = json.loads(summary_path.read_text())
-        if summary.get("stop_reason") != "env_steps" or int(summary.get("env_steps") or 0) < budget:
+        finished = summary.get("stop_reason") == "env_steps" and int(summary.get("env_steps") or 0) >= budget
+        timed = bool(group.wall_time_s) and summary.get("stop_reason") == "wall_time_s"
+        if not (finished or timed):
             continue
         path = record_path(out, suite, group, str(summary["env"]), int(summary["seed"]))
         if path.exists():
@@ -314,6 +331,10 @@ def build_rows(suite: str, out: Path, refs: list[dict[str, Any]], gpu: bool) -> 
                 "smoke": any(r.get("smoke") for r in mine), "references": []}
             if group.needs == "gpu" and not gpu and not mine:
                 row["status"] = "not run: needs a GPU"
+            elif group.needs == "envpool" and not mine and not has_envpool():
+                row["status"] = "not run: needs envpool (pip install 'rlrun[envpool]')"
+            elif group.wall_time_s and len(mine) == len(group.seeds):
+                row["status"] = f"done: {group.wall_time_s / 60:g} min a run"
             elif len(mine) < len(group.seeds):
                 row["status"] = f"incomplete: {len(mine)} of {len(group.seeds)} seeds"
             else:
@@ -321,6 +342,10 @@ def build_rows(suite: str, out: Path, refs: list[dict[str, Any]], gpu: bool) -> 
             for ref in refs:
                 if ref["algo"] != group.algo or ref["env"] != env:
                     continue
+                if ref["kind"] == "curve":  # a point of the reference's learning curve: shown at the steps reached
+                    reached = min(row["env_steps"]) if row["env_steps"] else 0
+                    if not reached or int(ref["budget_env_steps"]) > reached:
+                        continue
                 entry = {k: ref.get(k) for k in ("id", "mean", "std", "seeds", "budget_env_steps", "env_version",
                                                  "measure", "source", "url", "kind")}
                 entry["same_budget"] = int(ref["budget_env_steps"]) == group.env_steps
@@ -357,7 +382,7 @@ def markdown(suite: str, rows: list[dict[str, Any]], hardware: dict[str, Any]) -
                 ref_s, ratio, band = "—", "—", "—"
             else:
                 spread = f" ± {_fmt(ref['std'])}" if ref.get("std") is not None else ""
-                kind = "" if ref["kind"] == "band" else " (goal, other measure)"
+                kind = KIND_LABELS[ref["kind"]]
                 budget = "" if ref["same_budget"] else f" at {ref['budget_env_steps']:,} steps"
                 ref_s = (f"[{_fmt(ref['mean'])}{spread}]({ref['url']}) {ref['env_version']}{budget}{kind}")
                 ratio = _fmt(ref.get("ratio"), 2)
@@ -473,6 +498,12 @@ def write_table(suite: str, out_dir: Path, gpu: bool, readme: Path | None = None
     return path
 
 
+def has_envpool() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("envpool") is not None
+
+
 def has_gpu() -> bool:
     try:
         import torch
@@ -510,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
             harvest(a.runs_dir, a.out, a.suite, g, a.smoke)
         elif g.needs == "gpu" and not gpu:
             print(f"[{a.suite}/{g.name}] not run: needs a GPU (none here)", flush=True)
+        elif g.needs == "envpool" and not has_envpool():
+            print(f"[{a.suite}/{g.name}] not run: needs envpool (pip install 'rlrun[envpool]')", flush=True)
         else:
             failed += run_group(a.runs_dir, a.out, a.suite, g, max(1, a.jobs), a.smoke, a.dry_run,
                                 tuple(a.envs.split(",")) if a.envs else None,

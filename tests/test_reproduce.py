@@ -23,12 +23,14 @@ def test_references_are_complete_with_sources() -> None:
     assert len(ids) == len(set(ids))
     for r in refs:
         assert r["url"].startswith("https://") and r["env_version"] and r["seeds"] >= 1
-        assert r["kind"] in ("band", "goal")
+        assert r["kind"] in ("band", "goal", "curve")
     cleanrl_hopper = next(r for r in refs if r["id"] == "cleanrl-ppo-hopper")
     assert (cleanrl_hopper["mean"], cleanrl_hopper["std"], cleanrl_hopper["budget_env_steps"]) == (2382.86, 271.74,
                                                                                                   1_000_000)
     for suite, groups in rp.SUITES.items():  # every planned row has a published reference to compare with
         for g in groups:
+            if suite == "atari-cpu" and g.algo != "ppo":
+                continue  # no published IMPALA curve at CPU-sized budgets: its rows show frames/s and the curve
             for env in g.envs:
                 assert any(r["algo"] == g.algo and r["env"] == env for r in refs), (suite, g.name, env)
 
@@ -43,6 +45,15 @@ def test_band_is_mean_plus_minus_two_std(value: float, ok: bool, position: str) 
 def test_band_without_std_is_ninety_percent() -> None:
     assert rp.in_band(90.0, {"mean": 100.0, "std": None}) and not rp.in_band(89.0, {"mean": 100.0, "std": None})
     assert rp.in_band(-105.0, {"mean": -100.0, "std": None}) and not rp.in_band(-111.0, {"mean": -100.0, "std": None})
+
+
+def test_atari_groups_name_the_game_and_cpu_runs_have_a_wall_budget() -> None:
+    ppo_gpu = next(g for g in rp.SUITES["atari"] if g.name == "ppo")
+    assert "env.game=Pong,Breakout" in ppo_gpu.sweep_overrides()
+    ppo_cpu = next(g for g in rp.SUITES["atari-cpu"] if g.name == "ppo")
+    overrides = ppo_cpu.sweep_overrides()
+    assert "stop.wall_time_s=1350" in overrides and "executor=ray" in overrides
+    assert "stop.wall_time_s=1350" not in ppo_cpu.sweep_overrides(smoke=True)
 
 
 def test_missing_pairs_become_sweeps(tmp_path: Path) -> None:
