@@ -88,7 +88,23 @@ class DQNConfig:
 
 
 @dataclass
-class PPOConfig:
+class NormalizationKeys:
+    """Observation normalisation and reward scaling (rlrun/components/normalizers.py): keys of the PPO family."""
+
+    normalize_obs: bool = False
+    """Normalise observations by their running mean and std (float Box observations; CleanRL ppo_continuous_action /
+    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported."""
+    obs_clip: float = 10.0
+    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs)."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted return (per env copy, gamma = algo.gamma), as CleanRL /
+    Baselines VecNormalize; episode returns in metrics stay raw."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward)."""
+
+
+@dataclass
+class PPOConfig(NormalizationKeys):
     """PPO (Schulman et al. 2017) with the implementation details of CleanRL's ppo.py / Baselines' ppo2.
 
     The defaults are conf/algo/ppo.yaml's (kept equal to it; each cited there): tuned for CartPole-v1 on 2 CPU
@@ -141,20 +157,10 @@ class PPOConfig:
     """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
-    normalize_obs: bool = False
-    """Normalise observations by their running mean and std (float Box observations; CleanRL ppo_continuous_action /
-    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported."""
-    obs_clip: float = 10.0
-    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs)."""
-    normalize_reward: bool = False
-    """Divide rewards by the running std of the discounted return (per env copy, gamma = algo.gamma), as CleanRL /
-    Baselines VecNormalize; episode returns in metrics stay raw."""
-    reward_clip: float = 10.0
-    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward)."""
 
 
 @dataclass
-class A2CConfig:
+class A2CConfig(NormalizationKeys):
     """Synchronous advantage actor-critic, A2C (Mnih et al. 2016, the synchronous variant of Algorithm S3 as in
     OpenAI Baselines / SB3): one gradient step per rollout of n steps of every env copy.
 
@@ -204,20 +210,10 @@ class A2CConfig:
     """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
-    normalize_obs: bool = False
-    """Normalise observations by their running mean and std (float Box observations; CleanRL ppo_continuous_action /
-    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported."""
-    obs_clip: float = 10.0
-    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs)."""
-    normalize_reward: bool = False
-    """Divide rewards by the running std of the discounted return (per env copy, gamma = algo.gamma), as CleanRL /
-    Baselines VecNormalize; episode returns in metrics stay raw."""
-    reward_clip: float = 10.0
-    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward)."""
 
 
 @dataclass
-class TRPOConfig:
+class TRPOConfig(NormalizationKeys):
     """TRPO (Schulman et al. 2015, "Trust Region Policy Optimization"): one natural-gradient step of the policy
     under a KL trust region with a backtracking line search per rollout, and epochs of Adam minibatch steps on a
     separate value network (as SB3-contrib's TRPO and Spinning Up).
@@ -270,16 +266,6 @@ class TRPOConfig:
     """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (natural log; Box actions only)."""
-    normalize_obs: bool = False
-    """Normalise observations by their running mean and std (float Box observations; CleanRL ppo_continuous_action /
-    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported."""
-    obs_clip: float = 10.0
-    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs)."""
-    normalize_reward: bool = False
-    """Divide rewards by the running std of the discounted return (per env copy, gamma = algo.gamma), as CleanRL /
-    Baselines VecNormalize; episode returns in metrics stay raw."""
-    reward_clip: float = 10.0
-    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward)."""
 
 
 @dataclass

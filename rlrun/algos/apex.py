@@ -303,17 +303,7 @@ class ApeX(Algorithm):
     def training_step(self) -> IterationResult:
         if self.learner is not None:
             return self._training_step_thread()
-        result = IterationResult()
-        # store_op: each rollout (as it arrives) goes to the next replay shard; a stale worker gets new weights.
-        for batch, worker in self.workers.sample_async(self.cfg.rollout_steps):
-            with self.timer("replay"):
-                self.replay.add(batch.info.pop(TRANSITIONS))
-            result.add_batch(batch)
-            self.since_sync[worker] += batch.env_steps
-            if self.since_sync[worker] >= self.cfg.max_weight_sync_delay:
-                self.workers.sync_weights(worker_ids=[worker])
-                self.since_sync[worker] = 0
-        self.env_steps += result.env_steps
+        result = self._store(weights=None)
         if self.env_steps < self.cfg.learning_starts:
             return result
         # replay_op: the gradient steps owed at the replay ratio, each on a batch from one shard.
@@ -336,9 +326,9 @@ class ApeX(Algorithm):
         result.metrics["replay/size"] = self.replay.size()
         return result
 
-    def _training_step_thread(self) -> IterationResult:
-        """Thread mode: store rollouts as they arrive (stale actors get the last published weights), keep the
-        learner's queue full (within ``max_replay_ratio``), apply the priorities it returned. Never learns here."""
+    def _store(self, weights: Any) -> IterationResult:
+        """store_op: each rollout (as it arrives) goes to the next replay shard; a worker that sampled
+        ``max_weight_sync_delay`` env steps since its last sync gets ``weights`` (None: the learner's own)."""
         result = IterationResult()
         for batch, worker in self.workers.sample_async(self.cfg.rollout_steps):
             with self.timer("replay"):
@@ -346,9 +336,15 @@ class ApeX(Algorithm):
             result.add_batch(batch)
             self.since_sync[worker] += batch.env_steps
             if self.since_sync[worker] >= self.cfg.max_weight_sync_delay:
-                self.workers.sync_weights(self.published, worker_ids=[worker])
+                self.workers.sync_weights(weights, worker_ids=[worker])
                 self.since_sync[worker] = 0
         self.env_steps += result.env_steps
+        return result
+
+    def _training_step_thread(self) -> IterationResult:
+        """Thread mode: store rollouts as they arrive (stale actors get the last published weights), keep the
+        learner's queue full (within ``max_replay_ratio``), apply the priorities it returned. Never learns here."""
+        result = self._store(weights=self.published)
         if self.env_steps >= self.cfg.learning_starts:
             room = self.learner.free_slots()
             if self.cfg.max_replay_ratio is not None:
@@ -373,11 +369,7 @@ class ApeX(Algorithm):
     def acting_policy(self) -> Any:
         """The greedy learner (eval, export). In thread mode a copy with the last published weights: the learner
         itself may be inside a gradient step on its thread."""
-        if self.learner is None:
-            return self.agent
-        copy_ = self.make_agent(self.cfg, self.spec, self.seed).to(self.device)
-        copy_.set_weights(self.published)
-        return copy_
+        return self.agent if self.learner is None else self.acting_copy(self.published)
 
     def state_dict(self) -> dict[str, Any]:
         if self.learner is not None:  # the learner's state between two updates; queued batches are not state

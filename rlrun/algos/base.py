@@ -77,5 +77,12 @@ class Algorithm(ABC):
                              f"define acting_policy() to evaluate or export it.")
         return agent
 
+    def acting_copy(self, weights: Any) -> Any:
+        """A fresh agent (``make_agent``) given ``weights``: the acting policy of a plan whose own agent may be
+        inside an update on a learner thread."""
+        agent = self.make_agent(self.cfg, self.spec, self.seed).to(self.device)
+        agent.set_weights(weights)
+        return agent
+
     def stop(self) -> None:
         self.executor.stop()

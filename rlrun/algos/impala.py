@@ -426,24 +426,17 @@ class IMPALA(ActorCriticPlan):
         (waiting only while the queue is full: IMPALA's bounded queue), send the producing workers the weights the
         learner last published, and report the updates the learner finished since."""
         result = IterationResult()
-        batches: list[Any] = []
-        workers: list[int] = []
-        need = self.batches_per_update
-        with contextlib.closing(self.workers.sample_async(self.cfg.unroll_length, min_batches=need)) as arriving:
-            for batch, worker in arriving:
-                result.add_batch(batch)
-                batches.append(batch)
-                workers.append(worker)
-                if len(batches) == need:
-                    break
-        self.env_steps += result.env_steps
-        if len(batches) == need:
+
+        def queue_them(batches: list[Any], workers: list[int]) -> None:
             rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
             with self.timer("learner_queue_wait"):
                 while not self.learner.put(rollout, timeout=1.0):
                     if self.stop_due():
                         break
             self.workers.sync_weights(self.published, worker_ids=sorted(set(workers)))
+
+        self._take_unrolls(result, queue_them)
+        self.env_steps += result.env_steps
         infos = [info for _, info in self.learner.drain()]
         if infos:
             info = infos[-1]
@@ -476,20 +469,13 @@ class IMPALA(ActorCriticPlan):
         one's next request carries them), and stop taking unrolls (those that arrive meanwhile wait for the next
         step: one update per step however fast the workers are)."""
         result = IterationResult()
-        batches: list[Any] = []
-        workers: list[int] = []
-        need = self.batches_per_update
-        with contextlib.closing(self.workers.sample_async(self.cfg.unroll_length, min_batches=need)) as arriving:
-            for batch, worker in arriving:
-                result.add_batch(batch)
-                batches.append(batch)
-                workers.append(worker)
-                if len(batches) == need:
-                    info = self._learn(batches)
-                    self.workers.sync_weights(worker_ids=sorted(set(workers)))
-                    break
-            else:
-                raise RuntimeError(f"the worker set's sample_async ended after {len(batches)} of {need} samples")
+
+        def learn_on_them(batches: list[Any], workers: list[int]) -> dict[str, Any]:
+            info = self._learn(batches)
+            self.workers.sync_weights(worker_ids=sorted(set(workers)))
+            return info
+
+        info = self._take_unrolls(result, learn_on_them)
         self.env_steps += result.env_steps
         lag_mean, lag_max = info.pop("lags")
         renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
@@ -499,6 +485,22 @@ class IMPALA(ActorCriticPlan):
         result.metrics["learn/updates"] = self.updates
         result.metrics["learn/gradient_steps"] = self.gradient_steps
         return result
+
+    def _take_unrolls(self, result: IterationResult, full: Callable[[list[Any], list[int]], Any]) -> Any:
+        """Take worker samples as they arrive (counted into ``result``) until ``batches_per_update`` are held, then
+        ``full(batches, worker ids)`` while the arrivals are still open (so weights it syncs ride on the workers'
+        next requests); its value. Unrolls arriving after that wait for the next step."""
+        batches: list[Any] = []
+        workers: list[int] = []
+        need = self.batches_per_update
+        with contextlib.closing(self.workers.sample_async(self.cfg.unroll_length, min_batches=need)) as arriving:
+            for batch, worker in arriving:
+                result.add_batch(batch)
+                batches.append(batch)
+                workers.append(worker)
+                if len(batches) == need:
+                    return full(batches, workers)
+        raise RuntimeError(f"the worker set's sample_async ended after {len(batches)} of {need} samples")
 
     def _learn(self, batches: list[Any]) -> dict[str, Any]:
         """One learner update on ``batches`` (side by side along B); its info with ``lags``: the mean and max
@@ -541,11 +543,7 @@ class IMPALA(ActorCriticPlan):
     def acting_policy(self) -> Any:
         """The learner's agent; in thread mode a copy with the last published weights (the learner may be inside
         an update on its thread)."""
-        if self.learner is None:
-            return self.agent
-        copy_ = self.make_agent(self.cfg, self.spec, self.seed).to(self.device)
-        copy_.set_weights(self.published)
-        return copy_
+        return self.agent if self.learner is None else self.acting_copy(self.published)
 
     def stop(self) -> None:
         if self.learner is not None:
