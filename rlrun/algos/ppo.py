@@ -367,8 +367,7 @@ class PPOAgent(Component):
         (``algo.normalize_reward``); returns the rollout with the scaled rewards. The statistics change once per
         update, before advantages are computed, so values, advantages and the loss all see the same ones (the
         behaviour log-probabilities were recorded under the previous ones, as in Brax's PPO)."""
-        if self.network.obs_normalizer is not None:
-            self.network.update_obs_statistics(_flatten_time(rollout["obs"]))
+        self.network.update_obs_statistics(_flatten_time(rollout["obs"]))  # a no-op without normalize_obs
         if self.reward_scaler is not None:
             scaled = self.reward_scaler.scale(rollout["rewards"], rollout["terminated"], rollout["truncated"])
             rollout = {**rollout, "rewards": scaled}
