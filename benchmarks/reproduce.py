@@ -272,8 +272,39 @@ def sweep_command(folder: Path, group: Group, envs: tuple[str, ...], seeds: tupl
     return cmd
 
 
+def code_snapshot(runs: Path) -> Path | None:
+    """A checkout of this commit (a git worktree at ``<runs>/.code``, detached at HEAD) for the sweeps to run
+    from: a sweep's jobs compose their configs from the code when each job starts, so editing the working tree
+    during a suite of hours would change (or break: a new YAML key with the old schema loaded) the jobs still to
+    come. None when this is not a git checkout. Uncommitted changes are not in it (a warning says so)."""
+    def git(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return None
+    if git("status", "--porcelain", "--untracked-files=no").stdout.strip():
+        print("rlrun-bench reproduce: warning: uncommitted changes are not in the code the runs use (HEAD "
+              f"{head.stdout.strip()[:8]}); commit them first to include them", file=sys.stderr, flush=True)
+    snapshot = (runs / ".code").resolve()
+    if (snapshot / ".git").exists():
+        git("checkout", "-q", "--detach", head.stdout.strip(), cwd=snapshot)
+    else:
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
+        made = git("worktree", "add", "-f", "--detach", str(snapshot), head.stdout.strip())
+        if made.returncode != 0:
+            print(f"rlrun-bench reproduce: warning: no code snapshot ({made.stderr.strip()}); the runs use this "
+                  f"checkout", file=sys.stderr, flush=True)
+            return None
+    link = snapshot / "rlrun" / "conf"  # the package's configs, as the installed package maps them
+    if not link.exists():
+        link.symlink_to(Path("..") / "conf")
+    return snapshot
+
+
 def run_group(runs: Path, out: Path, suite: str, group: Group, jobs: int, smoke: bool, dry_run: bool,
-              only_envs: tuple[str, ...] | None = None, only_seeds: tuple[int, ...] | None = None) -> int:
+              only_envs: tuple[str, ...] | None = None, only_seeds: tuple[int, ...] | None = None,
+              code: Path | None = None) -> int:
     """Run the group's (env, seed) pairs that have no record yet and harvest their records. One sweep gets all
     ``jobs`` (joblib); several sweeps (envs missing different seeds) run side by side, one job each, at most
     ``jobs`` at a time, longest first. Returns the number of sweeps that failed."""
@@ -288,11 +319,13 @@ def run_group(runs: Path, out: Path, suite: str, group: Group, jobs: int, smoke:
         return 0
     env = {**os.environ}
     env.pop("MLFLOW_RUN_ID", None)
+    if code is not None:  # the jobs import rlrun from the snapshot (PYTHONPATH wins over the editable install)
+        env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     failed, running = 0, []
     pending = list(commands)
     while pending or running:
         while pending and len(running) < max(1, jobs // per_sweep):
-            running.append(subprocess.Popen(pending.pop(0), cwd=ROOT, env=env, stdin=subprocess.DEVNULL))
+            running.append(subprocess.Popen(pending.pop(0), cwd=code or ROOT, env=env, stdin=subprocess.DEVNULL))
             time.sleep(10.0)  # two sweeps creating a fresh sqlite MLflow store at once race on its tables
         time.sleep(2.0)
         for proc in [p for p in running if p.poll() is not None]:
@@ -526,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table-only", action="store_true", help="do not run; write the table from what has run")
     p.add_argument("--dry-run", action="store_true", help="print the sweep commands only")
     p.add_argument("--smoke", action="store_true", help="tiny budgets (checks the path; not a result)")
+    p.add_argument("--no-snapshot", action="store_true",
+                   help="run from this checkout, not a snapshot of HEAD at <runs-dir>/.code (do not edit it meanwhile)")
     a = p.parse_args(argv)
     groups = SUITES[a.suite]
     if a.groups:
@@ -536,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         groups = [g for g in groups if g.name in wanted]
     gpu = has_gpu()
     failed = 0
+    code = None if (a.no_snapshot or a.table_only or a.dry_run) else code_snapshot(a.runs_dir)
     for g in groups:
         if a.table_only:
             harvest(a.runs_dir, a.out, a.suite, g, a.smoke)
@@ -546,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             failed += run_group(a.runs_dir, a.out, a.suite, g, max(1, a.jobs), a.smoke, a.dry_run,
                                 tuple(a.envs.split(",")) if a.envs else None,
-                                tuple(int(x) for x in a.seeds.split(",")) if a.seeds else None)
+                                tuple(int(x) for x in a.seeds.split(",")) if a.seeds else None, code)
     if not a.dry_run:  # README's table follows the committed results only (not a --out elsewhere)
         write_table(a.suite, a.out, gpu, ROOT / "README.md" if a.out.resolve() == default_out.resolve() else None)
     return 1 if failed else 0

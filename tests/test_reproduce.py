@@ -73,7 +73,7 @@ def test_missing_pairs_become_sweeps(tmp_path: Path) -> None:
 def test_one_smoke_run_end_to_end(tmp_path: Path) -> None:
     runs, out = tmp_path / "runs", tmp_path / "out"
     cmd = [sys.executable, "-m", "benchmarks.reproduce", "mujoco", "--groups", "ppo", "--envs", "Hopper-v5",
-           "--seeds", "0", "--jobs", "1", "--smoke", "--runs-dir", str(runs), "--out", str(out)]
+           "--seeds", "0", "--jobs", "1", "--smoke", "--no-snapshot", "--runs-dir", str(runs), "--out", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads((out / "records" / "mujoco" / "ppo" / "Hopper-v5-seed0.json").read_text())
@@ -100,3 +100,20 @@ def test_the_committed_table_is_what_its_records_give(tmp_path: Path) -> None:
         [(r["env"], r["algo"], r["seeds"], r["mean"]) for r in rows]
     readme = (ROOT / "README.md").read_text()
     assert rp.readme_block("mujoco", rows) in readme  # README's table is the generated one, as committed
+
+
+def test_runs_use_a_snapshot_of_the_commit_not_the_working_tree(tmp_path: Path) -> None:
+    """The code the sweeps run: a worktree of HEAD at <runs>/.code whose rlrun (configs included) is what a job
+    imports with the PYTHONPATH reproduce gives it; edits to this checkout after the start cannot reach the jobs."""
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    snapshot = rp.code_snapshot(tmp_path)
+    try:
+        assert snapshot == (tmp_path / ".code").resolve() and (snapshot / "rlrun" / "conf" / "config.yaml").exists()
+        probe = subprocess.run([sys.executable, "-c", "import rlrun, rlrun.conf; print(rlrun.__file__)"],
+                               cwd=snapshot, env={"PYTHONPATH": str(snapshot), "PATH": "/usr/bin:/bin"},
+                               capture_output=True, text=True)
+        assert probe.returncode == 0 and probe.stdout.strip().startswith(str(snapshot)), probe.stderr
+        assert rp.code_snapshot(tmp_path) == snapshot  # a second call reuses it
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(snapshot)], cwd=ROOT, capture_output=True)
