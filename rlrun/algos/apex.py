@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.base import Algorithm, IterationResult, ThreadedLearner
 from rlrun.algos.dqn import QNetwork, q_gradient_step
 from rlrun.components.base import Component, api
 from rlrun.components.losses import DQNLoss, dqn_td_error
@@ -248,7 +248,7 @@ def make_shard_memory(capacity: int, cfg: ApexConfig, spec: EnvSpec, seed: int,
 # ---------------------------------------------------------------------------------------------------- plan
 
 
-class ApeX(Algorithm):
+class ApeX(ThreadedLearner, Algorithm):
     """The plan: rollouts as they arrive -> replay shards (weight sync for stale workers); then the owed gradient
     steps on batches from the shards, each followed by its priority update."""
 
@@ -294,9 +294,6 @@ class ApeX(Algorithm):
         with self.timer("learn"):
             info = self.agent.update(records, weights)
         return info["loss"].detach(), info["td_error"].detach()
-
-    def _publish(self) -> None:
-        self.published = self.agent.get_weights()
 
     # ------------------------------------------------------------------ the plan
 
@@ -366,35 +363,12 @@ class ApeX(Algorithm):
         result.metrics["replay/size"] = self.replay.size()
         return result
 
-    def acting_policy(self) -> Any:
-        """The greedy learner (eval, export). In thread mode a copy with the last published weights: the learner
-        itself may be inside a gradient step on its thread."""
-        return self.agent if self.learner is None else self.acting_copy(self.published)
-
-    def state_dict(self) -> dict[str, Any]:
-        if self.learner is not None:  # the learner's state between two updates; queued batches are not state
-            with self.learner.paused():
-                return self._state()
-        return self._state()
-
     def _state(self) -> dict[str, Any]:
         return {"agent": self.agent.state_dict(), "replay": self.replay.state_dict(), "env_steps": self.env_steps,
                 "gradient_steps": self.gradient_steps, "update_budget": self.update_budget,
                 "since_sync": list(self.since_sync), "batches_issued": self.batches_issued}
 
-    def stop(self) -> None:
-        if self.learner is not None:
-            self.learner.stop()
-        super().stop()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.learner is not None:
-            with self.learner.paused():
-                self._load(state)
-            self.published = self.agent.get_weights()
-            self.workers.sync_weights(self.published)
-            return
-        self._load(state)
+    def _synced_after_load(self) -> None:
         self.workers.sync_weights()  # the restored learner's weights, before the next rollout
 
     def _load(self, state: dict[str, Any]) -> None:

@@ -86,3 +86,44 @@ class Algorithm(ABC):
 
     def stop(self) -> None:
         self.executor.stop()
+
+
+class ThreadedLearner:
+    """What a plan with an optional learner thread (``self.learner``: a ``LearnerThread`` or None) shares: the
+    weights it last published for workers (``self.published``), its state taken and restored between two updates,
+    a consistent acting copy, and the thread stopped with the plan. The plan defines ``_state()`` / ``_load()``;
+    ``_synced_after_load()`` sends the restored weights to the workers in sync mode (default: nothing to do)."""
+
+    learner: Any = None
+
+    def _publish(self) -> None:
+        self.published = self.agent.get_weights()
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.learner is None:
+            return self._state()
+        with self.learner.paused():  # between two updates; batches still queued are not state
+            return self._state()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.learner is None:
+            self._load(state)
+            self._synced_after_load()
+            return
+        with self.learner.paused():
+            self._load(state)
+        self._publish()
+        self.workers.sync_weights(self.published)
+
+    def _synced_after_load(self) -> None:
+        pass
+
+    def acting_policy(self) -> Any:
+        """The learner's agent; with a learner thread a copy with the last published weights (the agent may be
+        inside an update on its thread)."""
+        return self.agent if self.learner is None else self.acting_copy(self.published)
+
+    def stop(self) -> None:
+        if self.learner is not None:
+            self.learner.stop()
+        super().stop()

@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.algos.base import IterationResult
+from rlrun.algos.base import IterationResult, ThreadedLearner
 from rlrun.algos.ppo import (
     ActorCriticPlan,
     build_actor_critic,
@@ -377,7 +377,7 @@ class IMPALAAgent(Component):
 # ---------------------------------------------------------------------------------------------------- plan
 
 
-class IMPALA(ActorCriticPlan):
+class IMPALA(ThreadedLearner, ActorCriticPlan):
     """The plan: unrolls as they arrive (``sample_async``); every ``batch_size`` env-copy unrolls, one learner
     update on them and a weight sync to the workers that produced them."""
 
@@ -460,9 +460,6 @@ class IMPALA(ActorCriticPlan):
         info["lags"] = (float(lag.mean()), float(lag.max()))
         return info
 
-    def _publish(self) -> None:
-        self.published = self.agent.get_weights()
-
     def _training_step_sync(self) -> IterationResult:
         """One learner update: take unrolls as they arrive until ``batches_per_update`` worker samples are held,
         learn on them, send the new weights to the workers that produced them (inside the loop, so the last
@@ -513,39 +510,12 @@ class IMPALA(ActorCriticPlan):
         info["lags"] = (float(lag.mean()), float(lag.max()))
         return info
 
-    def state_dict(self) -> dict[str, Any]:
-        """Weights, optimizer, counters and the acting recurrent state (exact on executor=local in sync mode; on
-        Ray, or in thread mode, the unrolls in flight or queued are not in it)."""
-        if self.learner is not None:
-            with self.learner.paused():
-                return self._state()
-        return self._state()
-
     def _state(self) -> dict[str, Any]:
         return {"agent": self.agent.state_dict(), "env_steps": self.env_steps,
                 "gradient_steps": self.gradient_steps, "acting_state": self.agent.acting_state()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.learner is not None:
-            with self.learner.paused():
-                self._load(state)
-            self.published = self.agent.get_weights()
-            self.workers.sync_weights(self.published)
-            return
-        self._load(state)
 
     def _load(self, state: dict[str, Any]) -> None:
         self.agent.load_state_dict(state["agent"])
         self.env_steps = int(state["env_steps"])
         self.gradient_steps = int(state["gradient_steps"])
         self.agent.set_acting_state(state.get("acting_state"))
-
-    def acting_policy(self) -> Any:
-        """The learner's agent; in thread mode a copy with the last published weights (the learner may be inside
-        an update on its thread)."""
-        return self.agent if self.learner is None else self.acting_copy(self.published)
-
-    def stop(self) -> None:
-        if self.learner is not None:
-            self.learner.stop()
-        super().stop()
