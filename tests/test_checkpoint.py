@@ -404,9 +404,9 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
 
 
 @pytest.mark.parametrize("override,needle", [
-    ("checkpoint.interval_env_steps=0", "checkpoint.interval_env_steps=0: must be positive"),
-    ("checkpoint.interval_minutes=-1", "checkpoint.interval_minutes=-1.0: must be positive"),
-    ("export.formats=[tflite]", "export.formats: tflite is not one of torchscript, onnx"),
+    ("checkpoint.interval_env_steps=0", "checkpoint.interval_env_steps=0: must be >= 1"),
+    ("checkpoint.interval_minutes=-1", "checkpoint.interval_minutes=-1.0: must be > 0"),
+    ("export.formats=[tflite]", "export.formats=[.tflite.]: every element must be one of torchscript, onnx"),
 ])
 def test_bad_checkpoint_and_export_settings_are_refused(override: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle.replace("[", r"\[")):

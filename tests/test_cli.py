@@ -69,7 +69,7 @@ def test_non_tty_progress_is_periodic_not_flooding(workdir: Path) -> None:
         ("+algo.nope=1", "algo.nope: unknown key"),
         ("env=nonexistent", "Available options in 'env'"),
         ("executor=nonexistent", "Available options in 'executor'"),
-        ("stop.env_steps=-5", "stop.env_steps=-5: must be positive"),
+        ("stop.env_steps=-5", "stop.env_steps=-5: must be >= 1"),
         ("env.id=CartPol-v1", "Close matches: CartPole-v1"),
         ("env.id=Pendulum-v1", "needs a Discrete action space"),
         ("device=cuda", "CUDA is not available"),

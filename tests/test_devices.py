@@ -46,8 +46,10 @@ NO_CUDA = not torch.cuda.is_available()
 
 
 def device_cfg(**kw):  # type: ignore[no-untyped-def]
-    return OmegaConf.create({"name": "cpu", "torch_threads": 1, "map": {}, "num_replicas": 0, "compile": False,
-                             "precision": "fp32", **kw})
+    """A device node as the CLI makes it: through the schema (which checks its declared ranges and choices)."""
+    from rlrun.config import DeviceConfig
+
+    return OmegaConf.structured(DeviceConfig(**kw))
 
 
 # ---------------------------------------------------------------------------------------------- resolve_device

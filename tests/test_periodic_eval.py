@@ -100,9 +100,9 @@ def test_background_evaluation_on_the_ray_executor(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["checkpoint.keep_best=true"], "checkpoint.keep_best=true needs evaluations"),
-    (["eval.interval_env_steps=100", "eval.episodes=0"], "eval.episodes=0: must be at least 1"),
-    (["checkpoint.keep_last=0"], "checkpoint.keep_last=0: must be at least 1"),
-    (["eval.interval_env_steps=-5"], "eval.interval_env_steps=-5: must be positive"),
+    (["eval.interval_env_steps=100", "eval.episodes=0"], "eval.episodes=0: must be >= 1"),
+    (["checkpoint.keep_last=0"], "checkpoint.keep_last=0: must be >= 1"),
+    (["eval.interval_env_steps=-5"], "eval.interval_env_steps=-5: must be >= 1"),
 ])
 def test_bad_settings_are_one_line(args: list[str], message: str, workdir: Path) -> None:
     proc = run_rlrun([*args, "logger=none"], workdir)

@@ -42,7 +42,6 @@ from rlrun.components.distributions import make_distribution
 from rlrun.components.policy_losses import a2c_loss
 from rlrun.config import A2CConfig
 from rlrun.envs.gym_env import EnvSpec
-from rlrun.errors import ConfigError
 
 MODES = ("sync", "async")
 
@@ -169,8 +168,6 @@ class A2C(PPO):
     agent_class = A2CAgent
 
     def __init__(self, cfg: A2CConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
-        if cfg.mode not in MODES:
-            raise ConfigError(f"algo.mode={cfg.mode}: not one of {', '.join(MODES)} (sync: A2C, async: A3C).")
         super().__init__(cfg, spec, executor, device, seed)
 
     @classmethod

@@ -382,20 +382,7 @@ class ApeX(ThreadedLearner, Algorithm):
 
 
 def _check(cfg: ApexConfig, executor: Any) -> None:
-    for key, low in (("n_step", 1), ("batch_size", 1), ("buffer_size", 1), ("num_replay_shards", 1),
-                     ("rollout_steps", 1), ("max_weight_sync_delay", 1), ("target_update_every", 1)):
-        if int(getattr(cfg, key)) < low:
-            raise ConfigError(f"algo.{key}={getattr(cfg, key)}: must be at least {low}.")
-    if not cfg.train_every > 0:
-        raise ConfigError(f"algo.train_every={cfg.train_every}: must be positive (env steps per gradient step).")
-    if cfg.learner not in ("thread", "sync"):
-        raise ConfigError(f"algo.learner={cfg.learner}: not one of thread (the learner runs free on its own thread, "
-                          f"as in the paper), sync (gradient steps inside each training step, deterministic).")
-    if cfg.learner_queue < 1:
-        raise ConfigError(f"algo.learner_queue={cfg.learner_queue}: must be at least 1 replay batch.")
-    if cfg.max_replay_ratio is not None and not cfg.max_replay_ratio > 0:
-        raise ConfigError(f"algo.max_replay_ratio={cfg.max_replay_ratio}: must be positive (samples replayed per "
-                          f"env step stored), or null for none.")
+    """What involves several keys (each key's own range is declared on ApexConfig and checked there)."""
     if cfg.buffer_size < cfg.num_replay_shards:
         raise ConfigError(f"algo.buffer_size={cfg.buffer_size} is smaller than algo.num_replay_shards="
                           f"{cfg.num_replay_shards}: every shard needs room for at least one transition.")

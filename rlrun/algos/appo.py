@@ -31,7 +31,6 @@ from rlrun.components.policy_losses import (
     value_loss,
 )
 from rlrun.config import APPOConfig
-from rlrun.errors import ConfigError
 from rlrun.ops import vtrace
 
 
@@ -110,8 +109,6 @@ class APPOAgent(IMPALAAgent):
     """IMPALA's agent with APPO's update: ``num_epochs`` gradient steps on :func:`appo_loss` per learner batch."""
 
     def __init__(self, cfg: APPOConfig, seed: int = 0, name: str = "appo_agent") -> None:
-        if cfg.num_epochs < 1:
-            raise ConfigError(f"algo.num_epochs={cfg.num_epochs}: must be at least 1.")
         super().__init__(cfg, seed, name)
 
     def _behaviour(self, rollout: dict[str, Any]) -> Any:

@@ -55,7 +55,6 @@ from rlrun.components.networks import LSTMCore
 from rlrun.components.policy_losses import impala_loss
 from rlrun.config import IMPALAConfig
 from rlrun.envs.gym_env import EnvSpec
-from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread
 
 State = tuple[torch.Tensor, ...] | None
@@ -185,8 +184,6 @@ class IMPALAAgent(Component):
     def __init__(self, cfg: IMPALAConfig, seed: int = 0, name: str = "impala_agent") -> None:
         super().__init__(name)
         self.cfg = cfg
-        if cfg.loss_reduction not in ("mean", "sum"):
-            raise ConfigError(f"algo.loss_reduction={cfg.loss_reduction}: not one of mean, sum.")
         self.network = IMPALANetwork(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.use_lstm,
                                      cfg.lstm_size, cfg.shared_torso, cfg.orthogonal_init, name="network")
         self.optimizer = self._make_optimizer(cfg)
@@ -385,14 +382,6 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
 
     def __init__(self, cfg: IMPALAConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         super().__init__(cfg, spec, executor, device, seed)
-        if cfg.unroll_length < 1 or cfg.batch_size < 1:
-            raise ConfigError(f"algo.unroll_length={cfg.unroll_length} and algo.batch_size={cfg.batch_size}: both "
-                              f"must be at least 1.")
-        if cfg.learner not in ("sync", "thread"):
-            raise ConfigError(f"algo.learner={cfg.learner}: not one of sync (one update per training step, in it), "
-                              f"thread (the learner on its own thread fed by a queue of unroll batches).")
-        if cfg.learner_queue < 1:
-            raise ConfigError(f"algo.learner_queue={cfg.learner_queue}: must be at least 1 batch.")
         self.agent = self.make_agent(cfg, spec, seed).to(device)
         self.policy_factory = policy_factory(type(self), cfg, spec)
         thread = cfg.learner == "thread"

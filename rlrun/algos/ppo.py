@@ -456,12 +456,11 @@ def rmsprop_or_adam(cfg: Any, **rmsprop_kwargs: Any) -> GradientStep:
     """One gradient step by ``algo.optimizer``: RMSProp (``algo.rmsprop_alpha``, ``algo.optimizer_eps`` and
     ``rmsprop_kwargs``) or Adam (``algo.optimizer_eps``), ``algo.lr`` and ``algo.max_grad_norm``; A2C's and IMPALA's
     optimizer."""
+    # the schemas declare the choices (rmsprop | adam)
     if cfg.optimizer == "rmsprop":
         kwargs = {"alpha": cfg.rmsprop_alpha, "eps": cfg.optimizer_eps, **rmsprop_kwargs}
-    elif cfg.optimizer == "adam":
-        kwargs = {"eps": cfg.optimizer_eps}
     else:
-        raise ConfigError(f"algo.optimizer={cfg.optimizer}: not one of rmsprop, adam.")
+        kwargs = {"eps": cfg.optimizer_eps}
     return GradientStep(cfg.optimizer, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, **kwargs)
 
 

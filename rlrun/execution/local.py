@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from rlrun.execution.rollout_worker import VECTOR_MODES, EnvFactory, Policy, RolloutWorker, SampleBatch
+from rlrun.execution.rollout_worker import EnvFactory, Policy, RolloutWorker, SampleBatch
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import (
     PolicyFactory,
@@ -114,15 +114,8 @@ class LocalWorkerSet:
 
 class LocalExecutor:
     def __init__(self, cfg: Any, env_factory: EnvFactory, seed: int) -> None:
-        from rlrun.errors import ConfigError
 
         self.cfg, self.env_factory, self.seed = cfg, env_factory, seed
-        if cfg.num_envs < 1:
-            raise ConfigError(f"executor.num_envs={cfg.num_envs}: must be at least 1.")
-        if cfg.num_workers < 1:
-            raise ConfigError(f"executor.num_workers={cfg.num_workers}: must be at least 1.")
-        if cfg.vector_mode not in VECTOR_MODES:
-            raise ConfigError(f"executor.vector_mode={cfg.vector_mode}: must be one of {', '.join(VECTOR_MODES)}.")
         self.timer = StageTimer()
         self._worker_sets: list[LocalWorkerSet] = []
         self._replay_shard_sets: list[Any] = []

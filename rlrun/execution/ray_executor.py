@@ -56,7 +56,7 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.errors import ConfigError, RlrunError
-from rlrun.execution.rollout_worker import VECTOR_MODES, EnvFactory, Policy, RolloutWorker, SampleBatch
+from rlrun.execution.rollout_worker import EnvFactory, Policy, RolloutWorker, SampleBatch
 from rlrun.execution.shared_memory_transfer import (
     MIN_SHARED_BYTES,
     SharedArrays,
@@ -665,22 +665,7 @@ class RayExecutor:
 
 
 def _validate(cfg: Any) -> None:
-    checks = [("num_workers", 1), ("num_envs_per_worker", 1), ("max_in_flight_per_worker", 1),
-              ("worker_torch_threads", 1), ("max_worker_restarts", 0), ("replay_max_in_flight", 1),
-              ("replay_max_pending_ops", 1), ("max_replay_shard_restarts", 0)]
-    for key, low in checks:
-        if key in cfg and int(cfg[key]) < low:
-            raise ConfigError(f"executor.{key}={cfg[key]}: must be at least {low}.")
-    for key in ("cpus_per_worker", "cpus_per_replay_shard"):
-        if key in cfg and float(cfg[key]) < 0:
-            raise ConfigError(f"executor.{key}={cfg[key]}: must not be negative.")
-    if "observation_transfer" in cfg and cfg.observation_transfer not in OBSERVATION_TRANSFERS:
-        raise ConfigError(f"executor.observation_transfer={cfg.observation_transfer}: must be one of "
-                          f"{', '.join(OBSERVATION_TRANSFERS)}.")
-    if cfg.vector_mode not in VECTOR_MODES:
-        raise ConfigError(f"executor.vector_mode={cfg.vector_mode}: must be one of {', '.join(VECTOR_MODES)}.")
-    if cfg.num_cpus is not None and int(cfg.num_cpus) < 1:
-        raise ConfigError(f"executor.num_cpus={cfg.num_cpus}: must be at least 1 (or null: every core).")
+    # each key's range and choices are declared on RayExecutorConfig (rlrun.schema); here only what spans keys
     if cfg.address and cfg.num_cpus is not None:
         log.warning("executor.num_cpus=%s is ignored: executor.address=%s names an existing cluster",
                     cfg.num_cpus, cfg.address)

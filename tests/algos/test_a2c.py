@@ -212,7 +212,7 @@ def test_a3c_with_one_local_worker_is_a2c_with_a_step_per_rollout():
 
 
 def test_a3c_bad_mode_is_a_config_error():
-    with pytest.raises(ConfigError, match="algo.mode=hogwild: not one of sync, async"):
+    with pytest.raises(ConfigError, match="algo.mode=hogwild: must be one of sync, async"):
         build_algo(["algo=a2c", "algo.mode=hogwild"], seed=0)
 
 
