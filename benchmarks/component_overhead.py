@@ -29,7 +29,7 @@ CARTPOLE_OBS = sp.Box(-np.inf, np.inf, (4,), np.float32)
 
 
 def _dqn_config(**overrides: Any) -> Any:
-    from rlrun.config import DQNConfig
+    from rlrun.algos.dqn_config import DQNConfig
 
     return replace(DQNConfig(), **overrides)
 

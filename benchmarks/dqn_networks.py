@@ -26,7 +26,7 @@ def dqn_agent(obs_space: sp.Space, actions: sp.Discrete, network: str, seed: int
     other DQNConfig fields. The replay memory is kept tiny (``buffer_size`` 64 unless overridden): these
     benchmarks feed batches themselves, and 100k Atari frames would be 5.6 GB."""
     from rlrun.algos.dqn import DQNAgent
-    from rlrun.config import DQNConfig
+    from rlrun.algos.dqn_config import DQNConfig
 
     overrides.setdefault("buffer_size", 64)
     cfg = replace(DQNConfig(), network=network, dueling=False, prioritized_replay=False, **overrides)

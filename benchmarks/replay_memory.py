@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.replay_memory", description=__doc__.split("\n\n")[0])
     p.add_argument("--transitions", type=int, default=6000)
-    from rlrun.config import DQNConfig
+    from rlrun.algos.dqn_config import DQNConfig
 
     p.add_argument("--frames-per-record", type=float, default=DQNConfig.frames_per_record,
                    help="frame ring per transition (default: DQN's and Ape-X's algo.frames_per_record)")

@@ -171,7 +171,7 @@ SUITE: tuple[Benchmark, ...] = (
         "component-graph build time (replay memory; dueling DQN with PER) and acting through the component API vs "
         "the same modules called bare",
         ci_args=("--quick",),
-        requires=(ConfigKeys("rlrun.config:DQNConfig", ("network", "dueling", "prioritized_replay")),),
+        requires=(ConfigKeys("rlrun.algos.dqn_config:DQNConfig", ("network", "dueling", "prioritized_replay")),),
         compared=("ratio/act_speed_api_vs_bare/*/batch1", "ratio/act_speed_api_vs_bare/*/batch256"),
         tolerances={"ratio/*": 0.3},
         headline=("build_ms/*", "ratio/act_speed_api_vs_bare/*/batch1", "ratio/act_speed_api_vs_bare/*/batch256"),
@@ -226,7 +226,7 @@ SUITE: tuple[Benchmark, ...] = (
         "asynchronous plans (a3c; impala, appo, apex when registered): env steps to a CartPole mean return of 150 "
         "on executor=local vs executor=ray over seeds, medians and an exact Mann-Whitney p-value (not in CI: "
         "minutes of Ray runs)",
-        requires=(Registered("executor", "ray"), ConfigKeys("rlrun.config:A2CConfig", ("mode",))),
+        requires=(Registered("executor", "ray"), ConfigKeys("rlrun.algos.a2c_config:A2CConfig", ("mode",))),
         headline=("median_env_steps/*", "ratio/*", "p_value/*"),
         timeout_s=1800),
     Benchmark(

@@ -128,21 +128,21 @@ register = registry.register
 
 def _register_builtins(r: Registry) -> None:
     # Algorithms: the agent-and-plan class and its config schema.
-    r.register("algo", "dqn", "rlrun.algos.dqn:DQN", schema="rlrun.config:DQNConfig",
+    r.register("algo", "dqn", "rlrun.algos.dqn:DQN", schema="rlrun.algos.dqn_config:DQNConfig",
                doc="Double DQN with a target network and uniform replay")
-    r.register("algo", "ppo", "rlrun.algos.ppo:PPO", schema="rlrun.config:PPOConfig",
+    r.register("algo", "ppo", "rlrun.algos.ppo:PPO", schema="rlrun.algos.ppo_config:PPOConfig",
                doc="PPO: clipped surrogate on GAE advantages, minibatch epochs (Schulman et al. 2017)")
-    r.register("algo", "a2c", "rlrun.algos.a2c:A2C", schema="rlrun.config:A2CConfig",
+    r.register("algo", "a2c", "rlrun.algos.a2c:A2C", schema="rlrun.algos.a2c_config:A2CConfig",
                doc="A2C: synchronous advantage actor-critic (Mnih et al. 2016)")
-    r.register("algo", "impala", "rlrun.algos.impala:IMPALA", schema="rlrun.config:IMPALAConfig",
+    r.register("algo", "impala", "rlrun.algos.impala:IMPALA", schema="rlrun.algos.impala_config:IMPALAConfig",
                doc="IMPALA: asynchronous actors, V-trace actor-critic learner (Espeholt et al. 2018)")
-    r.register("algo", "appo", "rlrun.algos.appo:APPO", schema="rlrun.config:APPOConfig",
+    r.register("algo", "appo", "rlrun.algos.appo:APPO", schema="rlrun.algos.appo_config:APPOConfig",
                doc="APPO: IMPALA's asynchronous plan with PPO's clipped surrogate on V-trace advantages")
-    r.register("algo", "sac", "rlrun.algos.sac:SAC", schema="rlrun.config:SACConfig",
+    r.register("algo", "sac", "rlrun.algos.sac:SAC", schema="rlrun.algos.sac_config:SACConfig",
                doc="SAC: soft actor-critic, twin Q, learned temperature; Box actions (Haarnoja et al. 2018)")
-    r.register("algo", "trpo", "rlrun.algos.trpo:TRPO", schema="rlrun.config:TRPOConfig",
+    r.register("algo", "trpo", "rlrun.algos.trpo:TRPO", schema="rlrun.algos.trpo_config:TRPOConfig",
                doc="TRPO: natural-gradient step in a KL trust region + line search (Schulman et al. 2015)")
-    r.register("algo", "apex", "rlrun.algos.apex:ApeX", schema="rlrun.config:ApexConfig",
+    r.register("algo", "apex", "rlrun.algos.apex:ApeX", schema="rlrun.algos.apex_config:ApexConfig",
                doc="Ape-X DQN: per-actor epsilons, actor-side priorities, sharded prioritised replay (Horgan 2018)")
     # Environments: a factory of (vector env maker, spaces) from the env config node.
     r.register("env", "gym", "rlrun.envs.gym_env:GymEnvFactory", schema="rlrun.config:GymEnvConfig",

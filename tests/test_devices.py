@@ -29,11 +29,11 @@ from omegaconf import OmegaConf
 
 from rlrun import spaces as sp
 from rlrun.algos.dqn import DQNAgent
+from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.base import Component, api
 from rlrun.components.device_map import apply_device_map, component_paths, move
 from rlrun.components.graph import graph_text
 from rlrun.components.testing import ComponentTest
-from rlrun.config import DQNConfig
 from rlrun.devices import CompiledOrEager, compile_networks, resolve_device
 from rlrun.errors import ConfigError
 from rlrun.execution.replicas import ReplicatedUpdate, split_batch

@@ -14,16 +14,18 @@ import pytest
 from omegaconf import OmegaConf
 
 from rlrun import config as C
+from rlrun.algos import (a2c_config, apex_config, appo_config, dqn_config, impala_config, ppo_config, sac_config,
+                         trpo_config)
 from rlrun.errors import ConfigError
 from rlrun.graph_command import compose
 from rlrun.schema import Interval, declaration, describe, field_docs, is_number_field, is_number_list_field
 
 # every shipped schema, with the overrides that compose a config using it and where its node sits
 SCHEMAS: list[tuple[type, list[str], str]] = [
-    (C.DQNConfig, ["algo=dqn"], "algo"), (C.PPOConfig, ["algo=ppo"], "algo"), (C.A2CConfig, ["algo=a2c"], "algo"),
-    (C.TRPOConfig, ["algo=trpo"], "algo"), (C.SACConfig, ["algo=sac", "env=pendulum"], "algo"),
-    (C.IMPALAConfig, ["algo=impala"], "algo"), (C.APPOConfig, ["algo=appo"], "algo"),
-    (C.ApexConfig, ["algo=apex"], "algo"), (C.GymEnvConfig, [], "env"),
+    (dqn_config.DQNConfig, ["algo=dqn"], "algo"), (ppo_config.PPOConfig, ["algo=ppo"], "algo"), (a2c_config.A2CConfig, ["algo=a2c"], "algo"),
+    (trpo_config.TRPOConfig, ["algo=trpo"], "algo"), (sac_config.SACConfig, ["algo=sac", "env=pendulum"], "algo"),
+    (impala_config.IMPALAConfig, ["algo=impala"], "algo"), (appo_config.APPOConfig, ["algo=appo"], "algo"),
+    (apex_config.ApexConfig, ["algo=apex"], "algo"), (C.GymEnvConfig, [], "env"),
     (C.AtariEnvConfig, ["env=atari", "env.game=Pong"], "env"), (C.DeviceConfig, [], "device"),
     (C.LocalExecutorConfig, [], "executor"), (C.RayExecutorConfig, ["executor=ray"], "executor"),
     (C.TensorBoardConfig, [], "logger.tensorboard"), (C.MLflowConfig, [], "logger.mlflow"),
@@ -34,8 +36,11 @@ SCHEMAS: list[tuple[type, list[str], str]] = [
 
 
 def test_every_shipped_schema_is_listed_here() -> None:
+    from rlrun.registry import registry
+
     listed = {s for s, _, _ in SCHEMAS}
     assert set(C._BUILTIN_SCHEMAS.values()) <= listed
+    assert {registry.schema("algo", n) for n in registry.names("algo")} <= listed
     nested = {f.type for s in listed for f in dataclasses.fields(s) if dataclasses.is_dataclass(f.type)}
     assert nested <= listed
 
@@ -68,7 +73,7 @@ CASES = [(schema, overrides, prefix, f.name, bad)
 
 def test_the_declared_cases_cover_the_schemas() -> None:
     assert len(CASES) > 200
-    assert {c[0] for c in CASES} >= set(C._BUILTIN_SCHEMAS.values()) - {C.SweepConfig}
+    assert {c[0] for c in CASES} >= {s for s, _, _ in SCHEMAS} - {C.SweepConfig}
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +111,7 @@ def test_defaults_and_null_pass() -> None:
                     and f.default_factory is dataclasses.MISSING}  # type: ignore[misc]
         schema(**required)
     assert C.StopConfig(env_steps=None, wall_time_s=None).env_steps is None  # Optional: null disables
-    assert C.PPOConfig(gamma=1.0, gae_lambda=0.0).gamma == 1.0  # closed bounds are allowed
+    assert ppo_config.PPOConfig(gamma=1.0, gae_lambda=0.0).gamma == 1.0  # closed bounds are allowed
 
 
 def test_intervals_against_hand_computed_membership() -> None:
@@ -125,11 +130,11 @@ def test_intervals_against_hand_computed_membership() -> None:
 
 
 def test_the_reference_rows_carry_docs_and_declarations() -> None:
-    rows = {r["key"]: r for r in describe(C.PPOConfig)}
+    rows = {r["key"]: r for r in describe(ppo_config.PPOConfig)}
     assert rows["gamma"]["allowed"] == "(0, 1]" and rows["gamma"]["default"] == 0.98
     assert rows["hidden_sizes"]["allowed"] == "each [1, inf)" and rows["hidden_sizes"]["default"] == [64, 64]
     assert rows["gamma"]["doc"].startswith("Discount factor")
-    assert field_docs(C.APPOConfig)["lr"] == field_docs(C.IMPALAConfig)["lr"]  # inherited docs
+    assert field_docs(appo_config.APPOConfig)["lr"] == field_docs(impala_config.IMPALAConfig)["lr"]  # inherited docs
 
 
 @pytest.mark.parametrize("overrides,line", [

@@ -9,7 +9,7 @@ the paper's estimator; ``< 1`` gives GAE), and *one* gradient step on
 (:func:`rlrun.components.policy_losses.a2c_loss`) averaged over the rollout. It is PPO's plan with a different
 update: the actor-critic network, the truncation-aware advantage estimator and the plan come from
 :mod:`rlrun.algos.ppo`; this file holds what differs (the optimizer and the loss). Its config schema is
-``rlrun.config.A2CConfig`` (each key documented there and in conf/algo/a2c.yaml).
+``rlrun.algos.a2c_config.A2CConfig`` (each key documented there and in conf/algo/a2c.yaml).
 
 ``algo.mode=async`` is A3C as RLlib Flow writes it (``AsyncGradients`` -> ``ApplyGradients``): every rollout
 worker acts with an :class:`A3CWorkerAgent`, which computes the gradient of the A2C loss on its own rollout in the
@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from rlrun.algos.a2c_config import A2CConfig
 from rlrun.algos.base import IterationResult
 from rlrun.algos.ppo import (
     PPO,
@@ -40,7 +41,6 @@ from rlrun.algos.ppo import (
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.policy_losses import a2c_loss
-from rlrun.config import A2CConfig
 from rlrun.envs.gym_env import EnvSpec
 
 MODES = ("sync", "async")

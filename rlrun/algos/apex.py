@@ -11,7 +11,7 @@ The dataflow is RLlib Flow's Ape-X plan (Liang et al. 2021, Fig. 5):
 
 Read top to bottom: the per-actor epsilons, the actor (acting policy, built in each rollout worker), the learner
 (root component), then the plan. It reuses DQN's ``QNetwork`` and the DQN loss; its config schema is
-``rlrun.config.ApexConfig`` (each key documented there and in conf/algo/apex.yaml).
+``rlrun.algos.apex_config.ApexConfig`` (each key documented there and in conf/algo/apex.yaml).
 
 Choices (where the paper's setting does not carry over as is):
 
@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
+from rlrun.algos.apex_config import ApexConfig
 from rlrun.algos.base import Algorithm, IterationResult, ThreadedLearner
 from rlrun.algos.dqn import QNetwork, q_gradient_step
 from rlrun.components.base import Component, api
@@ -47,7 +48,6 @@ from rlrun.components.losses import DQNLoss, dqn_td_error
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.optimizers import GradientStep, Synchronization
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.config import ApexConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread

@@ -10,7 +10,7 @@ of unrolls is used for ``num_epochs`` gradient steps (RLlib's ``num_sgd_iter``) 
 with ``r = pi(a|x) / mu(a|x)`` the ratio to the behaviour policy mu that acted, ``v_s`` the V-trace targets
 and ``A = r_s + gamma_s v_{s+1} - V(x_s)`` V-trace's policy-gradient advantage *without* its clipped weight
 rho^pg (the PPO ratio takes its place; RLlib multiplies both). V-trace is recomputed under the current weights at
-every gradient step. Config schema: ``rlrun.config.APPOConfig`` (conf/algo/appo.yaml).
+every gradient step. Config schema: ``rlrun.algos.appo_config.APPOConfig`` (conf/algo/appo.yaml).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from rlrun.algos.appo_config import APPOConfig
 from rlrun.algos.impala import IMPALA, IMPALAAgent
 from rlrun.algos.ppo import explained_variance
 from rlrun.components.base import api
@@ -30,7 +31,6 @@ from rlrun.components.policy_losses import (
     ppo_clip_loss,
     value_loss,
 )
-from rlrun.config import APPOConfig
 from rlrun.ops import vtrace
 
 

@@ -2,7 +2,7 @@
 head (Wang et al. 2016), proportional prioritised replay (Schaul et al. 2016) and n-step returns.
 
 Read top to bottom: the Q-network, the agent (root component: act, observe, update), then the plan.
-Its config schema is ``rlrun.config.DQNConfig`` (each key documented there and in conf/algo/dqn.yaml).
+Its config schema is ``rlrun.algos.dqn_config.DQNConfig`` (each key documented there and in conf/algo/dqn.yaml).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.base import Component, api
 from rlrun.components.exploration import EpsilonGreedy
 from rlrun.components.heads import DuelingQHead, QHead
@@ -25,7 +26,6 @@ from rlrun.components.networks import MLP, LSTMCore
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.optimizers import GradientStep, Synchronization
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.config import DQNConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.registry import RegistryError, registry

@@ -23,7 +23,7 @@ unrolls the LSTM over the T steps of each unroll from the state recorded at its 
 episode starts inside the unroll.
 
 Read top to bottom: the network, the agent (act, learn, weights), the plan. ``rlrun.algos.appo`` reuses all of it
-with PPO's clipped surrogate. Config schema: ``rlrun.config.IMPALAConfig`` (conf/algo/impala.yaml).
+with PPO's clipped surrogate. Config schema: ``rlrun.algos.impala_config.IMPALAConfig`` (conf/algo/impala.yaml).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.algos.base import IterationResult, ThreadedLearner
+from rlrun.algos.impala_config import IMPALAConfig
 from rlrun.algos.ppo import (
     ActorCriticPlan,
     build_actor_critic,
@@ -53,7 +54,6 @@ from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
 from rlrun.components.networks import LSTMCore
 from rlrun.components.policy_losses import impala_loss
-from rlrun.config import IMPALAConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
 

@@ -5,8 +5,8 @@ global gradient clipping, linear learning-rate annealing, orthogonal initialisat
 
 Read top to bottom: the actor-critic network, the advantage estimator (GAE with time-limit truncation handled),
 the agent (root component: act, observe, update, weights), then the plan. Its config schema is
-``rlrun.config.PPOConfig`` (each key documented there and in conf/algo/ppo.yaml). ``rlrun.algos.a2c`` reuses the
-network and the advantage estimator.
+``rlrun.algos.ppo_config.PPOConfig`` (each key documented there). ``rlrun.algos.a2c`` reuses the network and the
+advantage estimator.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.ppo_config import PPOConfig
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
@@ -29,7 +30,6 @@ from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN
 from rlrun.components.normalizers import ObservationNormalizer, RewardScaler
 from rlrun.components.optimizers import GradientStep, MultiStep
 from rlrun.components.policy_losses import ppo_loss
-from rlrun.config import PPOConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.ops import gae

@@ -4,7 +4,7 @@ Continuous (Box) actions only.
 
 Read top to bottom: the losses (pure functions), the networks (squashed-Gaussian actor, twin Q), the temperature,
 the agent (root component: act, observe, update, weights), then the plan. Its config schema is
-``rlrun.config.SACConfig`` (each key documented there and in conf/algo/sac.yaml).
+``rlrun.algos.sac_config.SACConfig`` (each key documented there and in conf/algo/sac.yaml).
 
 Actions: the policy acts in ``[-1, 1]^d`` (``tanh`` of a Gaussian sample, ``rlrun.components.squashed_gaussian``);
 ``get_actions`` rescales to the Box bounds for the env (``low + (a + 1) (high - low) / 2``) and ``observe`` maps
@@ -23,12 +23,12 @@ from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.sac_config import SACConfig
 from rlrun.components.base import Component, api
 from rlrun.components.memories import ReplayMemory
 from rlrun.components.networks import MLP, FlattenObservation
 from rlrun.components.optimizers import GradientStep, Synchronization
 from rlrun.components.squashed_gaussian import SquashedDiagGaussian, SquashedGaussianHead
-from rlrun.config import SACConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 

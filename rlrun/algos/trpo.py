@@ -17,7 +17,7 @@ Every update: ``rollout_steps`` agent steps of every env copy, GAE advantages (n
 It is PPO's plan with a different update: the actor-critic network (``shared_torso=False``), the
 truncation-aware advantage estimator, acting, observing, weights and the plan come from :mod:`rlrun.algos.ppo`;
 this file holds what differs (the optimizers, the surrogate and the update). Its config schema is
-``rlrun.config.TRPOConfig`` (each key documented there and in conf/algo/trpo.yaml).
+``rlrun.algos.trpo_config.TRPOConfig`` (each key documented there and in conf/algo/trpo.yaml).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.algos.ppo import PPO, ActorCritic, PPOAgent, _flatten_time, explained_variance, make_reward_scaler
+from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import GradientStep, MultiStep, TRPOStep
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
-from rlrun.config import TRPOConfig
 from rlrun.errors import ConfigError
 
 # ---------------------------------------------------------------------------------------------------- losses

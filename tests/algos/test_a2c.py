@@ -11,8 +11,8 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.a2c import A2CAgent
+from rlrun.algos.a2c_config import A2CConfig
 from rlrun.components.testing import ComponentTest
-from rlrun.config import A2CConfig
 from rlrun.errors import ConfigError
 from rlrun.graph_command import compose
 from rlrun.run import run_experiment

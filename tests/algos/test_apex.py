@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 
 from rlrun import spaces as sp
 from rlrun.algos.apex import TRANSITIONS, ApeX, ApexActor, ApexLearner, actor_epsilons
+from rlrun.algos.apex_config import ApexConfig
 from rlrun.components.testing import ComponentTest
-from rlrun.config import ApexConfig
 from rlrun.envs.gym_env import GymEnvFactory
 from rlrun.execution.rollout_worker import RolloutWorker
 from rlrun.graph_command import compose

@@ -12,7 +12,7 @@ import torch
 from conftest import only_summary, run_rlrun
 
 from rlrun.algos.appo import APPOAgent, appo_loss
-from rlrun.config import APPOConfig
+from rlrun.algos.appo_config import APPOConfig
 from rlrun.errors import ConfigError
 from rlrun.graph_command import compose
 from rlrun.run import run_experiment

@@ -11,10 +11,10 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.dqn import DQNAgent
+from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.losses import dqn_td_error
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.config import DQNConfig
 from rlrun.graph_command import compose
 from rlrun.run import run_experiment
 

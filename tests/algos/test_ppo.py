@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 
 from rlrun import spaces as sp
 from rlrun.algos.ppo import PPO, ActorCritic, PPOAgent, rollout_from_samples, truncation_aware_gae
+from rlrun.algos.ppo_config import PPOConfig
 from rlrun.components.testing import ComponentTest
-from rlrun.config import PPOConfig
 from rlrun.graph_command import compose
 from rlrun.registry import registry
 from rlrun.run import run_experiment, seed_everything

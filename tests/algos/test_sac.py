@@ -29,8 +29,8 @@ from rlrun.algos.sac import (
     sac_critic_target,
     sac_temperature_loss,
 )
+from rlrun.algos.sac_config import SACConfig
 from rlrun.components.testing import ComponentTest
-from rlrun.config import SACConfig
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.graph_command import compose

@@ -16,10 +16,10 @@ from conftest import only_summary, run_rlrun
 
 from rlrun import spaces as sp
 from rlrun.algos.trpo import TRPO, TRPOAgent, mean_kl, trpo_surrogate_loss
+from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import MultiStep, TRPOStep
 from rlrun.components.testing import ComponentTest
-from rlrun.config import TRPOConfig
 from rlrun.errors import ConfigError
 from rlrun.graph_command import compose
 from rlrun.run import run_experiment
