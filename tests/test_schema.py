@@ -14,18 +14,24 @@ import pytest
 from omegaconf import OmegaConf
 
 from rlrun import config as C
-from rlrun.algos import (a2c_config, apex_config, appo_config, dqn_config, impala_config, ppo_config, sac_config,
-                         trpo_config)
+from rlrun.algos.a2c_config import A2CConfig
+from rlrun.algos.apex_config import ApexConfig
+from rlrun.algos.appo_config import APPOConfig
+from rlrun.algos.dqn_config import DQNConfig
+from rlrun.algos.impala_config import IMPALAConfig
+from rlrun.algos.ppo_config import PPOConfig
+from rlrun.algos.sac_config import SACConfig
+from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.errors import ConfigError
 from rlrun.graph_command import compose
 from rlrun.schema import Interval, declaration, describe, field_docs, is_number_field, is_number_list_field
 
 # every shipped schema, with the overrides that compose a config using it and where its node sits
 SCHEMAS: list[tuple[type, list[str], str]] = [
-    (dqn_config.DQNConfig, ["algo=dqn"], "algo"), (ppo_config.PPOConfig, ["algo=ppo"], "algo"), (a2c_config.A2CConfig, ["algo=a2c"], "algo"),
-    (trpo_config.TRPOConfig, ["algo=trpo"], "algo"), (sac_config.SACConfig, ["algo=sac", "env=pendulum"], "algo"),
-    (impala_config.IMPALAConfig, ["algo=impala"], "algo"), (appo_config.APPOConfig, ["algo=appo"], "algo"),
-    (apex_config.ApexConfig, ["algo=apex"], "algo"), (C.GymEnvConfig, [], "env"),
+    (DQNConfig, ["algo=dqn"], "algo"), (PPOConfig, ["algo=ppo"], "algo"), (A2CConfig, ["algo=a2c"], "algo"),
+    (TRPOConfig, ["algo=trpo"], "algo"), (SACConfig, ["algo=sac", "env=pendulum"], "algo"),
+    (IMPALAConfig, ["algo=impala"], "algo"), (APPOConfig, ["algo=appo"], "algo"),
+    (ApexConfig, ["algo=apex"], "algo"), (C.GymEnvConfig, [], "env"),
     (C.AtariEnvConfig, ["env=atari", "env.game=Pong"], "env"), (C.DeviceConfig, [], "device"),
     (C.LocalExecutorConfig, [], "executor"), (C.RayExecutorConfig, ["executor=ray"], "executor"),
     (C.TensorBoardConfig, [], "logger.tensorboard"), (C.MLflowConfig, [], "logger.mlflow"),
@@ -111,7 +117,7 @@ def test_defaults_and_null_pass() -> None:
                     and f.default_factory is dataclasses.MISSING}  # type: ignore[misc]
         schema(**required)
     assert C.StopConfig(env_steps=None, wall_time_s=None).env_steps is None  # Optional: null disables
-    assert ppo_config.PPOConfig(gamma=1.0, gae_lambda=0.0).gamma == 1.0  # closed bounds are allowed
+    assert PPOConfig(gamma=1.0, gae_lambda=0.0).gamma == 1.0  # closed bounds are allowed
 
 
 def test_intervals_against_hand_computed_membership() -> None:
@@ -130,11 +136,11 @@ def test_intervals_against_hand_computed_membership() -> None:
 
 
 def test_the_reference_rows_carry_docs_and_declarations() -> None:
-    rows = {r["key"]: r for r in describe(ppo_config.PPOConfig)}
+    rows = {r["key"]: r for r in describe(PPOConfig)}
     assert rows["gamma"]["allowed"] == "(0, 1]" and rows["gamma"]["default"] == 0.98
     assert rows["hidden_sizes"]["allowed"] == "each [1, inf)" and rows["hidden_sizes"]["default"] == [64, 64]
     assert rows["gamma"]["doc"].startswith("Discount factor")
-    assert field_docs(appo_config.APPOConfig)["lr"] == field_docs(impala_config.IMPALAConfig)["lr"]  # inherited docs
+    assert field_docs(APPOConfig)["lr"] == field_docs(IMPALAConfig)["lr"]  # inherited docs
 
 
 @pytest.mark.parametrize("overrides,line", [

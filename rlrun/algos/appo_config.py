@@ -14,15 +14,16 @@ from rlrun.schema import key
 class APPOConfig(IMPALAConfig):
     """APPO: IMPALA's plan with PPO's clipped surrogate on V-trace advantages (RLlib's APPO; rlrun/algos/appo.py).
 
-    Every IMPALA key, plus the surrogate's; defaults are conf/algo/appo.yaml's (kept equal to it; cited there).
+    Every IMPALA key, plus the surrogate's; its defaults said here only, each with its source.
     """
 
     name: str = "appo"
     clip_eps: float = key(0.4, "(0, inf)")
     """Clip range of the probability ratio to the behaviour policy (dimensionless; RLlib APPO clip_param)."""
     num_epochs: int = key(4, "[1, inf)")
-    """Gradient steps on each learner batch (RLlib's num_sgd_iter)."""
+    """Gradient steps on each learner batch (RLlib's num_sgd_iter). Default: tuned here (RLlib APPO num_sgd_iter 1,
+    cartpole-appo 6)."""
     use_kl_loss: bool = False
-    """Add kl_coef * KL(behaviour || current policy) to the loss."""
+    """Add kl_coef * KL(behaviour || current policy) to the loss. Default: RLlib APPO use_kl_loss."""
     kl_coef: float = key(1.0, "[0, inf)")
-    """Weight of the KL penalty (use_kl_loss only)."""
+    """Weight of the KL penalty (use_kl_loss only). Default: RLlib APPO kl_coeff."""

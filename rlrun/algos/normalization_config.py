@@ -17,11 +17,14 @@ class NormalizationKeys(Declared):
 
     normalize_obs: bool = False
     """Normalise observations by their running mean and std (float Box observations; CleanRL ppo_continuous_action /
-    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported."""
+    Baselines VecNormalize); the statistics are part of the network: checkpointed, sent to workers, exported.
+    Default: CleanRL ppo_continuous_action: true."""
     obs_clip: float = key(10.0, "(0, inf)")
-    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs)."""
+    """Clip normalised observations to [-obs_clip, obs_clip] (with normalize_obs). Default: CleanRL / Baselines
+    VecNormalize."""
     normalize_reward: bool = False
     """Divide rewards by the running std of the discounted return (per env copy, gamma = algo.gamma), as CleanRL /
-    Baselines VecNormalize; episode returns in metrics stay raw."""
+    Baselines VecNormalize; episode returns in metrics stay raw. Default: CleanRL ppo_continuous_action: true."""
     reward_clip: float = key(10.0, "(0, inf)")
-    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward)."""
+    """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward). Default: CleanRL / Baselines
+    VecNormalize."""

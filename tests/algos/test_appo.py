@@ -120,13 +120,7 @@ def test_same_seed_same_parameters_and_state_round_trip(tmp_path: Path):
             x.stop()
 
 
-def test_yaml_defaults_equal_the_schema_and_pong_preset():
-    from dataclasses import fields
-
-    cfg = compose(["algo=appo", "stop.env_steps=12345"]).algo
-    for f in fields(APPOConfig):
-        want = 12345 if f.name == "total_env_steps" else getattr(APPOConfig(), f.name)
-        assert cfg[f.name] == want, f.name
+def test_pong_preset():
     pong = compose(["algo=appo", "env=pong"]).algo
     assert (pong.network, pong.shared_torso, pong.clip_eps, pong.num_epochs) == ("impala_resnet", True, 0.3, 2)
 

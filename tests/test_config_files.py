@@ -1,0 +1,91 @@
+"""One source of truth per default: the YAML options and presets of conf/ set only what differs from the schema
+the key is declared in (rlrun/algos/<name>_config.py, rlrun/config.py), and only keys that schema has."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from rlrun import config as C
+from rlrun.registry import registry
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+RUN_BLOCKS = {"stop": C.StopConfig, "checkpoint": C.CheckpointConfig, "eval": C.EvalConfig,
+              "export": C.ExportConfig}
+
+
+def _defaults(schema: type) -> dict[str, Any]:
+    out = {}
+    for f in dataclasses.fields(schema):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = f.default_factory()  # type: ignore[misc]
+    return out
+
+
+def _problems(block: dict[str, Any], schema: type, where: str) -> list[str]:
+    defaults, valid = _defaults(schema), {f.name for f in dataclasses.fields(schema)}
+    out = []
+    for k, v in block.items():
+        if k not in valid:
+            out.append(f"{where}.{k}: not a key of {schema.__name__}")
+        elif k in defaults and v == defaults[k] and not (isinstance(v, str) and "${" in v):
+            out.append(f"{where}.{k}={v!r}: repeats {schema.__name__}'s default (say it only in the schema)")
+    return out
+
+
+ALGO_FILES = sorted((CONF / "algo").glob("*.yaml"))
+PRESETS = sorted((CONF / "algo_env").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", ALGO_FILES, ids=lambda p: p.name)
+def test_an_algo_option_sets_only_what_differs_from_its_schema(path: Path) -> None:
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    assert raw.pop("defaults") == [f"/schema/algo/{path.stem}@_here_", "_self_"]
+    assert _problems(raw, registry.schema("algo", path.stem), f"{path.name}: algo") == []
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: str(p.relative_to(CONF / "algo_env")))
+def test_a_preset_sets_real_keys_each_with_its_source(path: Path) -> None:
+    """A preset is a published setting (a paper's table, a reference implementation's defaults): it pins every value
+    it takes from its source, even one that equals today's schema default, so that retuning a default for CartPole
+    cannot silently change a reproduction. So: only keys the schemas have, and a source comment on every algo key."""
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    raw.pop("defaults", None)
+    algo = path.stem.split("_")[0] if path.parent.name == "algo_env" else path.parent.name.split("_")[0]
+    problems = [p for p in _problems(raw.get("algo", {}), registry.schema("algo", algo), f"{path.name}: algo")
+                if "not a key" in p]
+    for block, schema in RUN_BLOCKS.items():
+        problems += [p for p in _problems(raw.get(block, {}), schema, f"{path.name}: {block}") if "not a key" in p]
+    lines = path.read_text().splitlines()
+    in_algo = False
+    for line in lines:
+        if not line.startswith(" ") and line.strip():
+            in_algo = line.startswith("algo:")
+        elif in_algo and line.startswith("  ") and not line.strip().startswith("#") and "#" not in line:
+            problems.append(f"{path.name}: '{line.strip()}' has no source comment")
+    assert problems == []
+
+
+def test_every_algo_has_its_option_and_its_schema_beside_it() -> None:
+    for name in ("dqn", "ppo", "a2c", "trpo", "sac", "impala", "appo", "apex"):
+        assert (CONF / "algo" / f"{name}.yaml").exists()
+        assert registry.schema("algo", name).__module__ == f"rlrun.algos.{name}_config"
+    assert not [n for n in vars(C) if n.endswith("Config") and n[:-6].lower() in registry.names("algo")]
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ppo", "a2c", "trpo", "sac", "impala", "appo", "apex"])
+def test_a_composed_algo_node_is_its_schema_defaults(algo: str) -> None:
+    """What ``algo=<name>`` composes is the schema's defaults, except the LR horizon, which follows the run's budget."""
+    from rlrun.graph_command import compose
+
+    node = OmegaConf.to_container(compose([f"algo={algo}", "stop.env_steps=12345"]).algo, resolve=True)
+    want = _defaults(registry.schema("algo", algo))
+    if "total_env_steps" in want:
+        want["total_env_steps"] = 12345
+    assert node == want
