@@ -232,7 +232,7 @@ def harvest(runs: Path, out: Path, suite: str, group: Group, smoke: bool = False
 
 
 def _overrides(run_dir: Path) -> list[str]:
-    from rlrun.plot import _overrides as read
+    from rlrun.plot import run_overrides as read
 
     return read(run_dir)
 

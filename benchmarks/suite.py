@@ -66,9 +66,9 @@ class ConfigKeys:
     def missing(self) -> str | None:
         from dataclasses import fields
 
-        from rlrun.registry import _import_string
+        from rlrun.registry import import_string
 
-        have = {f.name for f in fields(_import_string(self.schema))}
+        have = {f.name for f in fields(import_string(self.schema))}
         lacking = [k for k in self.keys if k not in have]
         if not lacking:
             return None

@@ -146,10 +146,10 @@ class Agent:
     def final_obs(self, next_obs: Any, terminated: Any, truncated: Any, info: dict) -> Any:
         """``next_obs`` of a gymnasium vector env step (SAME_STEP autoreset) with each finished copy's row replaced
         by its real final observation from ``info["final_obs"]``: what :meth:`observe` needs."""
-        from rlrun.execution.rollout_worker import _with_final_obs
+        from rlrun.execution.rollout_worker import with_final_obs
 
         done = np.asarray(terminated) | np.asarray(truncated)
-        return _with_final_obs(self.observation_space, next_obs, info, done) if done.any() else next_obs
+        return with_final_obs(self.observation_space, next_obs, info, done) if done.any() else next_obs
 
     def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any, truncated: Any) -> None:
         """Record one time step of the ``B`` env copies the last :meth:`get_actions` acted for (``[B, ...]`` each,

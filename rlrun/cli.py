@@ -11,15 +11,14 @@ import os
 import sys
 from typing import Sequence
 
-EXIT_CONFIG = 2
-_VERBOSE = False  # set by main(): show tracebacks (hydra.verbose=true or HYDRA_FULL_ERROR=1 from the user)
+from rlrun.reporting import report_and_exit, request_tracebacks, tracebacks_requested, wants_traceback
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
-    global _VERBOSE
-    verbose = _VERBOSE = _wants_traceback(sys.argv[1:])
+    verbose = wants_traceback(sys.argv[1:])
+    request_tracebacks(verbose)  # read by sweep jobs too, in this process or a launcher's worker
     # Hydra prints its own error text and exits 1; with HYDRA_FULL_ERROR it raises, and we report instead.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
@@ -59,65 +58,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         report_and_exit(e)
 
 
-def report_and_exit(e: BaseException) -> None:
-    message, code = describe_error(e)
-    print(f"rlrun: error: {message}", file=sys.stderr)
-    sys.exit(code)
-
-
-def _wants_traceback(args: Sequence[str]) -> bool:
-    if os.environ.get("HYDRA_FULL_ERROR") == "1":
-        return True
-    for a in args:
-        if a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "null", "[]", ""):
-            return True
-    return False
-
-
-def describe_error(e: BaseException) -> tuple[str, int]:
-    """One readable paragraph and an exit code for an exception that ended the run."""
-    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from rlrun.errors import RlrunError
-    from rlrun.registry import RegistryError
-
-    if isinstance(e, RlrunError):
-        return str(e), e.exit_code
-    if isinstance(e, RegistryError):
-        return str(e), EXIT_CONFIG
-    if isinstance(e, MissingConfigException):
-        text = " ".join(str(e).split("Config search path")[0].split())
-        if "Could not find 'hydra/sweeper/optuna'" in text:  # conf/hparams_search/ needs the optional extra
-            return f"{text}. The Optuna sweeper is optional: pip install 'rlrun[optuna]'.", EXIT_CONFIG
-        return f"{text}. Fix the option name (rlrun --help lists every group's options).", EXIT_CONFIG
-    if isinstance(e, OverrideParseException):
-        return f"cannot parse the override: {' '.join(str(e).split())}", EXIT_CONFIG
-    if isinstance(e, (HydraException, OmegaConfBaseException)):
-        parts = [" ".join(str(e).split())]
-        cause = e.__cause__
-        if cause is not None:
-            parts.append(_omegaconf_detail(cause))
-        return " — ".join(p for p in parts if p), EXIT_CONFIG
-    import traceback
-
-    return "".join(traceback.format_exception(e)).rstrip() + "\n(unexpected error: please report it)", 1
-
-
-def _omegaconf_detail(cause: BaseException) -> str:
-    lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
-    msg = lines[0] if lines else type(cause).__name__
-    key = getattr(cause, "full_key", None)
-    if key:
-        msg += f" (key: {key})"
-    from omegaconf.errors import ConfigKeyError
-
-    object_type = getattr(cause, "object_type", None)
-    if isinstance(cause, ConfigKeyError) and object_type is not None and hasattr(object_type, "__dataclass_fields__"):
-        msg += f". Valid keys: {', '.join(object_type.__dataclass_fields__)}"
-    return msg
-
-
 def _hydra_entry() -> None:
     import hydra
 
@@ -149,13 +89,11 @@ def _hydra_entry() -> None:
             return run_experiment(cfg, HydraConfig.get().runtime.output_dir)
         except (RlrunError, RegistryError) as e:
             # Reported here: Hydra would add its own "Error executing job" line to the message.
-            if _VERBOSE:
+            if tracebacks_requested():
                 raise
             report_and_exit(e)
 
-    _task()
-    if sweep.exit_code:  # a sweep with failed jobs: each was reported when it failed, and in the summary table
-        sys.exit(sweep.exit_code)
+    _task()  # a sweep with failed jobs ends in its on_multirun_end callback, with the sweep's exit code
 
 
 class ValidateConfig:
@@ -175,7 +113,7 @@ class ValidateConfig:
             with open_dict(cfg):
                 validate(cfg)
         except RlrunError as e:
-            if _VERBOSE:
+            if tracebacks_requested():
                 raise SystemExit(e.exit_code) from e
             report_and_exit(e)
 

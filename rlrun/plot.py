@@ -58,7 +58,7 @@ def read_run(run_dir: Path) -> RunCurves:
         return {e.step: e.value for e in acc.Scalars(tag)} if tag in tags else {}
 
     frames = series(FRAMES_TAG)
-    run = RunCurves(Path(run_dir), _overrides(Path(run_dir)), x_is_frames=bool(frames))
+    run = RunCurves(Path(run_dir), run_overrides(Path(run_dir)), x_is_frames=bool(frames))
     for tag in (RETURN_TAG, FPS_TAG):
         points = sorted(series(tag).items())
         if points:
@@ -67,7 +67,8 @@ def read_run(run_dir: Path) -> RunCurves:
     return run
 
 
-def _overrides(run_dir: Path) -> list[str]:
+def run_overrides(run_dir: Path) -> list[str]:
+    """The command-line overrides a run was started with (Hydra's .hydra/overrides.yaml; [] where there is none)."""
     path = run_dir / ".hydra" / "overrides.yaml"
     if not path.exists():
         return []

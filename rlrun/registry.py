@@ -38,16 +38,16 @@ class Entry:
 
     def load(self) -> Any:
         if isinstance(self.target, str):
-            self.target = _import_string(self.target)
+            self.target = import_string(self.target)
         return self.target
 
     def load_schema(self) -> Any:
         if isinstance(self.schema, str):
-            self.schema = _import_string(self.schema)
+            self.schema = import_string(self.schema)
         return self.schema
 
 
-def _import_string(path: str) -> Any:
+def import_string(path: str) -> Any:
     module_name, _, attribute = path.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, attribute) if attribute else module

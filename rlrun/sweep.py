@@ -47,10 +47,6 @@ SUMMARY_JSON = "sweep_summary.json"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 FIGURES = ("episode_return_mean", "frames_per_second", "env_steps", "wall_time_s", "stop_reason", "mlflow_run_id")
 
-exit_code = 0
-"""Set by the sweep's end in the process that launched it: 0, or the exit code of a failed job (cli exits with it)."""
-
-
 # ---------------------------------------------------------------- the sweep directory
 
 
@@ -133,8 +129,11 @@ class SweepCallback(Callback):
             _report(e)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        global exit_code
-        exit_code = end_sweep(config)
+        # Failed jobs were each reported when they failed and in the summary table; the command's exit code says
+        # so. SystemExit (not an Exception, which Hydra would turn into a warning) ends `rlrun -m` with it.
+        code = end_sweep(config)
+        if code:
+            raise SystemExit(code)
 
 
 def _config_error(message: str) -> Exception:
@@ -145,11 +144,11 @@ def _config_error(message: str) -> Exception:
 
 def _report(e: BaseException) -> None:
     """Hydra turns an Exception raised by a callback into a warning: end here with rlrun's one-line message."""
-    from rlrun import cli
+    from rlrun.reporting import report_and_exit, tracebacks_requested
 
-    if cli._VERBOSE:
+    if tracebacks_requested():
         raise SystemExit(getattr(e, "exit_code", 1)) from e
-    cli.report_and_exit(e)
+    report_and_exit(e)
 
 
 def start_sweep(config: DictConfig) -> dict[str, Any]:
@@ -361,13 +360,13 @@ def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> flo
               f"sweep.resume={sweep_dir}", file=sys.stderr, flush=True)
         raise
     except Exception as e:  # noqa: BLE001 - one failing job never stops the others
-        from rlrun import cli
+        from rlrun.reporting import describe_error, tracebacks_requested
 
-        if cli._VERBOSE:
+        if tracebacks_requested():
             import traceback
 
             traceback.print_exc()
-        message, code = cli.describe_error(e)
+        message, code = describe_error(e)
         if code == 1 and message.startswith("Traceback"):  # unexpected: the traceback on stderr, its gist kept
             short = f"{type(e).__name__}: {' '.join(str(e).split())}"
         else:

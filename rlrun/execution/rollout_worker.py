@@ -317,7 +317,7 @@ class RolloutWorker:
                 self._returns += rewards
                 self._lengths += 1
                 if done.any():
-                    real_next = _with_final_obs(space, next_obs, info, done)
+                    real_next = with_final_obs(space, next_obs, info, done)
                     for i in np.flatnonzero(done):
                         returns.append(float(self._returns[i]))
                         lengths.append(int(self._lengths[i]))
@@ -458,7 +458,7 @@ def _hook(policy: Any, name: str) -> Any:
     return hook if callable(hook) else None
 
 
-def _with_final_obs(space: sp.Space, next_obs: Any, info: dict, done: np.ndarray) -> Any:
+def with_final_obs(space: sp.Space, next_obs: Any, info: dict, done: np.ndarray) -> Any:
     """next_obs with each finished copy's row replaced by its real final observation."""
     final = info["final_obs"]
     flat_next = sp.flatten(space, next_obs)

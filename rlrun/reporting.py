@@ -1,0 +1,87 @@
+"""How rlrun reports an error that ends a command: one readable line on stderr and an exit code (2 for bad input),
+or the traceback when the user asked for it. Used by the command line (rlrun/cli.py) and by sweep jobs
+(rlrun/sweep.py), which may run in other processes (joblib workers), so the wish for tracebacks travels in the
+environment (``RLRUN_TRACEBACK=1``, set by ``rlrun`` from ``hydra.verbose=true`` or ``HYDRA_FULL_ERROR=1``), not in
+a module global.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+EXIT_CONFIG = 2
+TRACEBACK_ENV = "RLRUN_TRACEBACK"
+
+
+def wants_traceback(args: Sequence[str]) -> bool:
+    """True when the user asked for tracebacks: ``hydra.verbose=<anything but false>`` or ``HYDRA_FULL_ERROR=1``."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        return True
+    for a in args:
+        if a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "null", "[]", ""):
+            return True
+    return False
+
+
+def request_tracebacks(on: bool) -> None:
+    """Record the user's wish for this process and the processes it starts."""
+    if on:
+        os.environ[TRACEBACK_ENV] = "1"
+    else:
+        os.environ.pop(TRACEBACK_ENV, None)
+
+
+def tracebacks_requested() -> bool:
+    return os.environ.get(TRACEBACK_ENV) == "1"
+
+
+def report_and_exit(e: BaseException) -> None:
+    message, code = describe_error(e)
+    print(f"rlrun: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def describe_error(e: BaseException) -> tuple[str, int]:
+    """One readable paragraph and an exit code for an exception that ended the run."""
+    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from rlrun.errors import RlrunError
+    from rlrun.registry import RegistryError
+
+    if isinstance(e, RlrunError):
+        return str(e), e.exit_code
+    if isinstance(e, RegistryError):
+        return str(e), EXIT_CONFIG
+    if isinstance(e, MissingConfigException):
+        text = " ".join(str(e).split("Config search path")[0].split())
+        if "Could not find 'hydra/sweeper/optuna'" in text:  # conf/hparams_search/ needs the optional extra
+            return f"{text}. The Optuna sweeper is optional: pip install 'rlrun[optuna]'.", EXIT_CONFIG
+        return f"{text}. Fix the option name (rlrun --help lists every group's options).", EXIT_CONFIG
+    if isinstance(e, OverrideParseException):
+        return f"cannot parse the override: {' '.join(str(e).split())}", EXIT_CONFIG
+    if isinstance(e, (HydraException, OmegaConfBaseException)):
+        parts = [" ".join(str(e).split())]
+        cause = e.__cause__
+        if cause is not None:
+            parts.append(_omegaconf_detail(cause))
+        return " — ".join(p for p in parts if p), EXIT_CONFIG
+    import traceback
+
+    return "".join(traceback.format_exception(e)).rstrip() + "\n(unexpected error: please report it)", 1
+
+
+def _omegaconf_detail(cause: BaseException) -> str:
+    lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
+    msg = lines[0] if lines else type(cause).__name__
+    key = getattr(cause, "full_key", None)
+    if key:
+        msg += f" (key: {key})"
+    from omegaconf.errors import ConfigKeyError
+
+    object_type = getattr(cause, "object_type", None)
+    if isinstance(cause, ConfigKeyError) and object_type is not None and hasattr(object_type, "__dataclass_fields__"):
+        msg += f". Valid keys: {', '.join(object_type.__dataclass_fields__)}"
+    return msg
