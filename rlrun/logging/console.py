@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rlrun.logging.fanout import RunContext
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -12,6 +15,15 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
 
 
 class ConsoleSink:
+    keeps_artifacts: ClassVar[bool] = False
+
+    @classmethod
+    def from_config(cls, cfg: Any, context: RunContext) -> ConsoleSink:
+        return cls(cfg, context.total_env_steps)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        pass
+
     def __init__(self, cfg: Any, total_env_steps: int | None, stream: Any = None) -> None:
         self.stream = stream or sys.stdout
         self.interval_s = float(cfg.interval_s)

@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """What a sink may need besides its own config node: where the run writes, its name, its env-step budget."""
+
+    run_dir: Path
+    run_name: str
+    total_env_steps: int | None
+
+
 class Sink(Protocol):
+    """A metrics sink, registered as ``registry.register("logger", <name>, <class>)``; its config is
+    ``logger.<name>`` (with an ``enabled`` key). ``keeps_artifacts``: it stores files with the run (log_artifact)."""
+
+    keeps_artifacts: ClassVar[bool]
+
+    @classmethod
+    def from_config(cls, cfg: Any, context: RunContext) -> Sink: ...
     def log_params(self, params: dict[str, Any]) -> None: ...
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
     def close(self, summary: dict[str, Any], status: str) -> None: ...
 
 
@@ -21,19 +39,15 @@ class MetricsLogger:
 
     @classmethod
     def from_config(cls, cfg: Any, run_dir: Path, run_name: str, total_env_steps: int | None) -> "MetricsLogger":
+        """Every registered logger sink whose node ``logger.<name>`` is enabled, in registration order."""
+        from rlrun.registry import registry
+
+        context = RunContext(Path(run_dir), run_name, total_env_steps)
         sinks: list[Sink] = []
-        if cfg.console.enabled:
-            from rlrun.logging.console import ConsoleSink
-
-            sinks.append(ConsoleSink(cfg.console, total_env_steps))
-        if cfg.tensorboard.enabled:
-            from rlrun.logging.tensorboard import TensorBoardSink
-
-            sinks.append(TensorBoardSink(cfg.tensorboard, run_dir))
-        if cfg.mlflow.enabled:
-            from rlrun.logging.mlflow_sink import MLflowSink
-
-            sinks.append(MLflowSink(cfg.mlflow, run_dir, run_name))
+        for name in registry.names("logger"):
+            node = cfg.get(name) if hasattr(cfg, "get") else getattr(cfg, name, None)
+            if node is not None and node.enabled:
+                sinks.append(registry.get("logger", name).from_config(node, context))
         return cls(sinks)
 
     def sink(self, kind: type) -> Any:
@@ -50,7 +64,7 @@ class MetricsLogger:
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Store a file with the run (e.g. an exported model) in every sink that keeps artifacts (MLflow)."""
         for s in self.sinks:
-            if hasattr(s, "log_artifact"):
+            if s.keeps_artifacts:
                 s.log_artifact(path, artifact_path)
 
     def close(self, summary: dict[str, Any], status: str = "FINISHED") -> None:

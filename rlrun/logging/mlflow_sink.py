@@ -25,8 +25,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 from urllib.parse import urlparse
+
+from rlrun.logging.fanout import RunContext
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
@@ -145,6 +147,12 @@ def _one_line(e: BaseException) -> str:
 
 
 class MLflowSink:
+    keeps_artifacts: ClassVar[bool] = True
+
+    @classmethod
+    def from_config(cls, cfg: Any, context: RunContext) -> MLflowSink:
+        return cls(cfg, context.run_dir, context.run_name)
+
     """One MLflow run; see the module docstring. ``run_id`` and ``tracking_uri`` name where the run really is
     (the fallback store's after a failover)."""
 

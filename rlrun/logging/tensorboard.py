@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from rlrun.logging.fanout import RunContext
 
 
 class TensorBoardSink:
+    keeps_artifacts: ClassVar[bool] = False
+
+    @classmethod
+    def from_config(cls, cfg: Any, context: RunContext) -> TensorBoardSink:
+        return cls(cfg, context.run_dir)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        pass
+
     def __init__(self, cfg: Any, run_dir: Path) -> None:
         from torch.utils.tensorboard import SummaryWriter
 

@@ -1,0 +1,58 @@
+"""The metrics fan-out builds its sinks through the registry only (the built-in ones and any registered later)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from omegaconf import OmegaConf
+
+from rlrun.logging.fanout import MetricsLogger, RunContext
+from rlrun.registry import registry
+
+
+class RecordingSink:
+    keeps_artifacts: ClassVar[bool] = True
+    made: ClassVar[list[RecordingSink]] = []
+
+    def __init__(self, cfg: Any, context: RunContext) -> None:
+        self.cfg, self.context, self.calls = cfg, context, []
+        RecordingSink.made.append(self)
+
+    @classmethod
+    def from_config(cls, cfg: Any, context: RunContext) -> RecordingSink:
+        return cls(cfg, context)
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        self.calls.append(("params", params))
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        self.calls.append(("metrics", metrics, step))
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.calls.append(("artifact", Path(path).name))
+
+    def close(self, summary: dict[str, Any], status: str) -> None:
+        self.calls.append(("close", status))
+
+
+def test_a_registered_sink_gets_everything_and_disabled_sinks_are_not_built(tmp_path: Path) -> None:
+    registry.register("logger", "recording", RecordingSink)
+    try:
+        cfg = OmegaConf.create({"console": {"enabled": False}, "mlflow": {"enabled": False},
+                                "tensorboard": {"enabled": True, "flush_secs": 1},
+                                "recording": {"enabled": True, "label": "x"}})
+        logger = MetricsLogger.from_config(cfg, tmp_path, "run-a", 1000)
+        assert [type(s).__name__ for s in logger.sinks] == ["RecordingSink", "TensorBoardSink"]
+        (tmp_path / "f.txt").write_text("x")
+        logger.log_params({"lr": 0.1})
+        logger.log_metrics({"loss": 1.5}, step=7)
+        logger.log_artifact(tmp_path / "f.txt")  # TensorBoard keeps no artifacts: only the recording sink gets it
+        logger.close({"env_steps": 7})
+        sink = RecordingSink.made[-1]
+        assert sink.cfg.label == "x" and sink.context == RunContext(tmp_path, "run-a", 1000)
+        assert sink.calls == [("params", {"lr": 0.1}), ("metrics", {"loss": 1.5}, 7), ("artifact", "f.txt"),
+                              ("close", "FINISHED")]
+        assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))  # the real TensorBoard sink wrote
+    finally:
+        registry._entries["logger"].pop("recording", None)
