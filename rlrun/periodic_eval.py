@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rlrun import checkpoint as ckpt
+from rlrun import plain_data
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class PeriodicEvaluator:
 
     def snapshot(self) -> Any:
         """A fresh acting policy with the learner's current weights (global random state left as it was)."""
-        state = ckpt.rng_state()
+        state = plain_data.rng_state()
         try:
             policy = self.algo.acting_policy()
             if self._factory is not None:
@@ -99,19 +99,19 @@ class PeriodicEvaluator:
                 return copy_
             return copy.deepcopy(policy)
         finally:
-            ckpt.set_rng_state(state)
+            plain_data.set_rng_state(state)
 
     def _play(self, policy: Any, env_steps: int, candidate: Any = None) -> EvalOutcome:
         from rlrun.evaluate import run_episodes
 
-        state = ckpt.rng_state() if not self.background else None
+        state = plain_data.rng_state() if not self.background else None
         try:
             policy.eval() if hasattr(policy, "eval") else None
             returns, lengths = run_episodes(policy, self.env, self.obs_space, self.episodes, self.seed,
                                             getattr(policy, "device", "cpu"))
         finally:
             if state is not None:
-                ckpt.set_rng_state(state)
+                plain_data.set_rng_state(state)
         return EvalOutcome(env_steps, returns, lengths, candidate)
 
     def start(self, env_steps: int, candidate: Callable[[], Any] | None = None) -> EvalOutcome | None:

@@ -45,6 +45,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
+from rlrun import plain_data
 from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import RlrunError
 from rlrun.logging.fanout import MetricsLogger
@@ -305,7 +306,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
         raise
     if resume_state is not None:
         # Last, after everything that may draw from them while being built (the loggers included).
-        ckpt.set_rng_state(resume_state["rng"])
+        plain_data.set_rng_state(resume_state["rng"])
         _tensorboard_restart(logger, loop.env_steps + 1)
     checkpoint_path = ckpt.checkpoint_path(run_dir)
     last_good = int(resume_state["loop"]["env_steps"]) if resume_state is not None else None
@@ -487,7 +488,7 @@ def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, 
         "replay_included": include_replay,
         "executor": executor.state_dict() if hasattr(executor, "state_dict") else None,
         "loop": loop.state_dict(),
-        "rng": ckpt.rng_state(),
+        "rng": plain_data.rng_state(),
         "config": OmegaConf.to_container(cfg, resolve=True),
         "mlflow": {"run_id": getattr(sink, "run_id", None), "tracking_uri": getattr(sink, "tracking_uri", None)},
     }

@@ -22,8 +22,10 @@ from conftest import assert_same
 from omegaconf import OmegaConf
 
 from rlrun import checkpoint as ckpt
+from rlrun import plain_data
+from rlrun.config import compose
+from rlrun.envs import env_state
 from rlrun.errors import CheckpointError, ConfigError
-from rlrun.graph_command import compose
 from rlrun.registry import registry
 from rlrun.run import CheckpointSchedule
 
@@ -67,7 +69,7 @@ def build(overrides=(), seed=0, num_envs=1):
     2 ** 100,
 ])
 def test_encode_roundtrips_through_a_weights_only_load(value) -> None:
-    back = ckpt.decode(roundtrip(ckpt.encode(value)))
+    back = plain_data.decode(roundtrip(plain_data.encode(value)))
     assert type(back) is type(value)
     if isinstance(value, np.ndarray):
         assert back.dtype == value.dtype and back.shape == value.shape and np.array_equal(back, value)
@@ -84,24 +86,24 @@ def test_encode_roundtrips_through_a_weights_only_load(value) -> None:
 def test_encoded_generator_continues_the_same_stream() -> None:
     g = np.random.default_rng(123)
     g.random(5)
-    back = ckpt.decode(roundtrip(ckpt.encode(g)))
+    back = plain_data.decode(roundtrip(plain_data.encode(g)))
     assert isinstance(back, np.random.Generator)
     assert np.array_equal(back.random(10), g.random(10))
 
 
 @pytest.mark.parametrize("value", [object(), lambda: 1, np.array([object()]), {(1, 2): 3}])
 def test_objects_are_not_plain(value) -> None:
-    with pytest.raises(ckpt.NotPlain):
-        ckpt.encode(value)
+    with pytest.raises(plain_data.NotPlain):
+        plain_data.encode(value)
 
 
 def test_global_rngs_are_restored() -> None:
     torch.manual_seed(1)
     np.random.seed(2)
     random.seed(3)
-    state = roundtrip(ckpt.rng_state())
+    state = roundtrip(plain_data.rng_state())
     first = (torch.rand(4), np.random.rand(4), [random.random() for _ in range(4)])
-    ckpt.set_rng_state(state)
+    plain_data.set_rng_state(state)
     second = (torch.rand(4), np.random.rand(4), [random.random() for _ in range(4)])
     assert torch.equal(first[0], second[0]) and np.array_equal(first[1], second[1]) and first[2] == second[2]
 
@@ -129,12 +131,12 @@ def test_vector_env_state_restores_the_same_future_across_episode_ends() -> None
     envs.reset(seed=[0, 1])
     rng = np.random.default_rng(0)
     rollout(envs, rng.integers(0, 2, size=(30, 2)))
-    state = roundtrip(ckpt.vector_env_state(envs))
+    state = roundtrip(env_state.vector_env_state(envs))
     actions = rng.integers(0, 2, size=(200, 2))
     first = rollout(envs, actions)
     sampled_first = envs.action_space.sample()
     assert sum(int(t.any()) for _, _, t, _ in first) >= 2, "the rollout should cross episode ends"
-    ckpt.set_vector_env_state(envs, state)
+    env_state.set_vector_env_state(envs, state)
     second = rollout(envs, actions)
     for (o1, r1, t1, u1), (o2, r2, t2, u2) in zip(first, second, strict=True):
         assert np.array_equal(o1, o2) and np.array_equal(r1, r2) and np.array_equal(t1, t2) and np.array_equal(u1, u2)
@@ -151,10 +153,10 @@ def test_atari_emulator_state_is_restored() -> None:
     env.reset(seed=0)
     for _ in range(5):
         env.step(env.action_space.sample())
-    state = roundtrip(ckpt.env_state(env))
+    state = roundtrip(env_state.env_state(env))
     actions = [2, 3, 2, 2, 3, 0, 1, 2, 3, 3] * 3
     first = [env.step(a)[0].copy() for a in actions]
-    ckpt.set_env_state(env, state)
+    env_state.set_env_state(env, state)
     second = [env.step(a)[0].copy() for a in actions]
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
     assert not all(np.array_equal(first[0], f) for f in first), "the frames should change"
@@ -164,10 +166,10 @@ def test_atari_emulator_state_is_restored() -> None:
 def test_env_state_of_other_wrappers_is_refused() -> None:
     env = gym.make("CartPole-v1")
     env.reset(seed=0)
-    state = ckpt.env_state(env)
+    state = env_state.env_state(env)
     other = gym.make("CartPole-v1", max_episode_steps=None, disable_env_checker=True)
     with pytest.raises(CheckpointError, match="env copies are built as"):
-        ckpt.set_env_state(other, state)
+        env_state.set_env_state(other, state)
 
 
 # ---------------------------------------------------------------------------------------------------- algorithm
@@ -179,7 +181,7 @@ def train(algo, iterations):
 
 def snapshot(algo, executor, include_replay=True):
     return roundtrip({"algo": ckpt.algo_state(algo, include_replay), "executor": executor.state_dict(),
-                      "rng": ckpt.rng_state()})
+                      "rng": plain_data.rng_state()})
 
 
 @pytest.mark.parametrize("num_envs", [1, 2])
@@ -198,7 +200,7 @@ def test_algorithm_and_workers_continue_exactly_from_a_snapshot(num_envs: int) -
     _, algo_b, executor_b = build(num_envs=num_envs)
     ckpt.load_algo_state(algo_b, state["algo"])
     assert executor_b.load_state_dict(state["executor"]) is True
-    ckpt.set_rng_state(state["rng"])
+    plain_data.set_rng_state(state["rng"])
     results_b = train(algo_b, 30)
     final_b = snapshot(algo_b, executor_b)
     algo_b.stop()

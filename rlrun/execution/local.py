@@ -175,14 +175,11 @@ class LocalExecutor:
 
         With ``vector_mode=async`` the env copies live in subprocesses and their state is not saved: a resumed run
         starts them from fresh resets (weights, optimizer, replay and counters are still restored)."""
-        from rlrun.checkpoint import worker_state
-
-        return {"worker_sets": [[worker_state(w) for w in ws.workers] for ws in self._worker_sets],
+        return {"worker_sets": [[w.get_state() for w in ws.workers] for ws in self._worker_sets],
                 "worker_rngs": [[w.rng_state.clone() for w in ws.workers] for ws in self._worker_sets]}
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore the workers' state; returns False where the env copies could not be restored exactly."""
-        from rlrun.checkpoint import set_worker_state
         from rlrun.errors import CheckpointError
 
         saved = state.get("worker_sets", [])
@@ -192,7 +189,7 @@ class LocalExecutor:
         exact = True
         for ws, ws_state in zip(self._worker_sets, saved, strict=True):
             for w, w_state in zip(ws.workers, ws_state, strict=True):
-                exact = set_worker_state(w, w_state) and exact
+                exact = w.set_state(w_state) and exact
         rngs = state.get("worker_rngs")
         if rngs is None:  # a checkpoint from before workers had their own acting stream
             exact = False

@@ -180,14 +180,10 @@ class RemoteRolloutWorker:
         return (batch, *[batch.info.pop(k, None) for k in keys])
 
     def get_state(self) -> dict[str, Any]:
-        from rlrun.checkpoint import worker_state
-
-        return {"worker": worker_state(self.worker), "rng": self.worker.rng_state.clone()}
+        return {"worker": self.worker.get_state(), "rng": self.worker.rng_state.clone()}
 
     def set_state(self, state: dict[str, Any]) -> bool:
-        from rlrun.checkpoint import set_worker_state
-
-        exact = set_worker_state(self.worker, state["worker"])
+        exact = self.worker.set_state(state["worker"])
         self.worker.rng_state = state["rng"].clone()
         return exact
 

@@ -441,12 +441,27 @@ class RolloutWorker:
                            self.obs, [sc for sc, _ in games], [ln for _, ln in games])
 
     def get_state(self) -> dict[str, Any]:
-        """The worker's own state between samples (current observations, episode accumulators); the env copies'
-        state is read by ``rlrun.checkpoint`` from ``self.envs``, the acting random stream is ``rng_state``."""
-        return {"obs": self.obs, "returns": self._returns, "lengths": self._lengths}
+        """The worker's state between samples as plain data (rlrun.plain_data; a checkpoint holds it): current
+        observations, episode accumulators and every env copy's state (rlrun.envs.env_state; None for async
+        copies, which live in subprocesses). The acting random stream is ``rng_state``, kept by the executor."""
+        from rlrun.envs.env_state import vector_env_state
+        from rlrun.plain_data import encode
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        self.obs, self._returns, self._lengths = state["obs"], state["returns"], state["lengths"]
+        return {"obs": encode(self.obs), "returns": encode(self._returns), "lengths": encode(self._lengths),
+                "envs": vector_env_state(self.envs)}
+
+    def set_state(self, state: dict[str, Any]) -> bool:
+        """Restore :meth:`get_state`'s result; returns False (and leaves the freshly reset env copies as they are)
+        where the env state could not be held (async env copies)."""
+        from rlrun.envs.env_state import set_vector_env_state, vector_env_state
+        from rlrun.plain_data import decode
+
+        if state["envs"] is None or vector_env_state(self.envs) is None:
+            return False
+        set_vector_env_state(self.envs, state["envs"])
+        self.obs, self._returns = decode(state["obs"]), decode(state["returns"])
+        self._lengths = decode(state["lengths"])
+        return True
 
     def close(self) -> None:
         self.envs.close()

@@ -19,11 +19,10 @@ import torch
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 from omegaconf import OmegaConf
 
-from rlrun import checkpoint as ckpt
-from rlrun.config import AtariEnvConfig
+from rlrun.config import AtariEnvConfig, compose
+from rlrun.envs import env_state
 from rlrun.envs.atari import AtariEnvFactory, game_scores_from_infos, games_from_infos, resolve_game
 from rlrun.errors import ConfigError
-from rlrun.graph_command import compose
 
 try:
     import envpool  # noqa: F401
@@ -310,7 +309,7 @@ def test_env_copy_state_is_checkpointed_exactly() -> None:
     for action in actions(30, 4, batch=2):
         envs.step(action)
     buf = io.BytesIO()
-    torch.save(ckpt.vector_env_state(envs), buf)
+    torch.save(env_state.vector_env_state(envs), buf)
     buf.seek(0)
     state = torch.load(buf, weights_only=True)
     later = actions(200, 4, seed=1, batch=2)
@@ -323,7 +322,7 @@ def test_env_copy_state_is_checkpointed_exactly() -> None:
         return out
 
     first = cont()
-    ckpt.set_vector_env_state(envs, state)
+    env_state.set_vector_env_state(envs, state)
     second = cont()
     for (o1, r1, t1, g1), (o2, r2, t2, g2) in zip(first, second, strict=True):
         assert np.array_equal(o1, o2) and np.array_equal(r1, r2) and np.array_equal(t1, t2) and g1 == g2
