@@ -41,7 +41,7 @@ def _rss_mb() -> float:
 def run(mode: str, seconds: float, learning_starts: int, out: Path, smoke: bool) -> dict[str, Any]:
     from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.run import run_experiment
 
     overrides = ["algo=apex", "env=pong", "executor=ray", f"algo.learner={mode}",

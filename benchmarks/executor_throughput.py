@@ -163,7 +163,7 @@ def timed(step: Any, seconds: float, cpu: list[float] | None = None) -> float:
 def compose_env(env: str, *overrides: str) -> Any:
     """The env factory of ``env``: an option of the env config group, ``+<backend>`` for another backend
     (``pong+envpool``: ``env=pong env.backend=envpool``), then config ``overrides`` (``env.envpool_threads=1``)."""
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.registry import registry
 
     name, _, backend = env.partition("+")

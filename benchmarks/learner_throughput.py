@@ -177,7 +177,7 @@ def run_config(algo: str, overrides: tuple[str, ...]) -> tuple[Any, Any]:
     """``(algo config object, env spec)`` as ``rlrun algo=<algo> <overrides>`` composes and builds them."""
     from omegaconf import OmegaConf
 
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.registry import registry
 
     cfg = compose([f"algo={algo}", *overrides])

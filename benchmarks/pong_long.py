@@ -38,7 +38,7 @@ SMOKE = {"apex": ["algo.learning_starts=64", "algo.buffer_size=2000", "algo.batc
 
 
 def run(algo: str, seed: int, target: float, frames: int, smoke: bool, out: Path) -> dict[str, Any]:
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.run import run_experiment
 
     overrides = [f"algo={algo}", "env=pong", f"seed={seed}", f"stop.episode_return_mean={target}",

@@ -30,7 +30,7 @@ def pong_stream(transitions: int, copies: int = 8, seed: int = 0) -> list[dict[s
     discount."""
     from omegaconf import OmegaConf
 
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.registry import registry
 
     cfg = compose(["env=pong"]).env

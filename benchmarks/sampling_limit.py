@@ -79,7 +79,7 @@ class Setting:
     """One env x copies: the three measured sides, built once and timed in alternation."""
 
     def __init__(self, env: str, num_envs: int, seed: int = 0) -> None:
-        from rlrun.graph_command import compose
+        from rlrun.config import compose
         from rlrun.registry import registry
 
         self.env, self.num_envs, self.seed = env, num_envs, seed
@@ -105,7 +105,7 @@ class Setting:
 
     def add_executor(self, name: str) -> None:
         """(c) the executor's worker set acting with the agent."""
-        from rlrun.graph_command import compose
+        from rlrun.config import compose
         from rlrun.registry import registry
 
         cfg = compose([*self.overrides, *executor_overrides(name, self.num_envs, os.cpu_count() or 1)])

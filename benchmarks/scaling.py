@@ -47,8 +47,8 @@ def measure(case: str, workers: int, seconds: float, warmup_s: float, seed: int 
     """Step one run; return env steps/s, frames/s and learner updates/s over ``seconds`` after the warm-up."""
     from omegaconf import OmegaConf
 
+    from rlrun.config import compose
     from rlrun.devices import resolve_device
-    from rlrun.graph_command import compose
     from rlrun.registry import registry
     from rlrun.run import seed_everything
 

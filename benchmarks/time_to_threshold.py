@@ -73,8 +73,8 @@ def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps:
               ) -> Crossings:
     from omegaconf import OmegaConf
 
+    from rlrun.config import compose
     from rlrun.devices import resolve_device
-    from rlrun.graph_command import compose
     from rlrun.registry import registry
     from rlrun.run import RunLoop, seed_everything
 

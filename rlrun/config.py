@@ -17,7 +17,7 @@ option is typed by its schema when composed. Hydra still lets ``+algo.extra=1`` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -375,6 +375,20 @@ def schema_for(group: str, node: DictConfig) -> Any:
         return registry.schema(group, name)
     except RegistryError as e:
         raise ConfigError(f"{group}.name: {e}") from None
+
+
+def compose(overrides: Sequence[str]):  # type: ignore[no-untyped-def]
+    """The validated config for these overrides, composed as the CLI composes it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    from rlrun import hydra_search_path
+
+    store_schemas()
+    hydra_search_path.register()
+    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides))
+    return validate(cfg)
 
 
 def validate(cfg: DictConfig) -> DictConfig:

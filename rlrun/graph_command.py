@@ -9,21 +9,6 @@ from pathlib import Path
 from typing import Sequence
 
 
-def compose(overrides: Sequence[str]):  # type: ignore[no-untyped-def]
-    """The validated config for these overrides, composed as the CLI composes it."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-
-    from rlrun import hydra_search_path
-    from rlrun.config import store_schemas, validate
-
-    store_schemas()
-    hydra_search_path.register()
-    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides))
-    return validate(cfg)
-
-
 def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(prog="rlrun graph", description=__doc__)
     parser.add_argument("overrides", nargs="*", help="config overrides, as for rlrun")
@@ -36,6 +21,7 @@ def main(argv: Sequence[str]) -> None:
 
     from rlrun import spaces as sp
     from rlrun.components.graph import graph_dot, graph_text, trace_calls
+    from rlrun.config import compose
     from rlrun.devices import resolve_device
     from rlrun.errors import ConfigError
     from rlrun.registry import registry

@@ -1,4 +1,4 @@
-"""Device strategies (rlrun/devices.py, rlrun/components/device_map.py, rlrun/execution/replicas.py), on CPU.
+"""Device strategies (rlrun/devices/: strategy, device_map, replicas, compile), on CPU.
 
 What these tests prove without a GPU, and what they do not:
 - Device maps: the mechanism (each API call moves its tensor arguments to its component's device; a mapped
@@ -31,13 +31,13 @@ from rlrun import spaces as sp
 from rlrun.algos.dqn import DQNAgent
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.base import Component, api
-from rlrun.components.device_map import apply_device_map, component_paths, move
 from rlrun.components.graph import graph_text
 from rlrun.components.testing import ComponentTest
+from rlrun.config import compose
 from rlrun.devices import CompiledOrEager, compile_networks, resolve_device
+from rlrun.devices.device_map import apply_device_map, component_paths, move
+from rlrun.devices.replicas import ReplicatedUpdate, split_batch
 from rlrun.errors import ConfigError
-from rlrun.execution.replicas import ReplicatedUpdate, split_batch
-from rlrun.graph_command import compose
 from rlrun.run import run_experiment
 
 OBS = sp.Box(-1.0, 1.0, (4,), np.float32)

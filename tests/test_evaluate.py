@@ -20,7 +20,7 @@ from rlrun.export import restore
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> Path:
     """800 env steps of DQN on CartPole (in this process) with an MLflow run in a store of its own."""
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.run import run_experiment
 
     root = tmp_path_factory.mktemp("eval")

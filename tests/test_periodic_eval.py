@@ -22,7 +22,7 @@ EVAL = ["eval.interval_env_steps=1500", "eval.episodes=3"]
 
 
 def train(overrides: list[str], run_dir: Path) -> dict:
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.run import run_experiment
 
     return run_experiment(compose(overrides), run_dir)

@@ -22,8 +22,8 @@ from rlrun.algos.impala_config import IMPALAConfig
 from rlrun.algos.ppo_config import PPOConfig
 from rlrun.algos.sac_config import SACConfig
 from rlrun.algos.trpo_config import TRPOConfig
+from rlrun.config import compose
 from rlrun.errors import ConfigError
-from rlrun.graph_command import compose
 from rlrun.schema import Interval, declaration, describe, field_docs, is_number_field, is_number_list_field
 
 # every shipped schema, with the overrides that compose a config using it and where its node sits

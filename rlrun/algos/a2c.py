@@ -7,8 +7,9 @@ the paper's estimator; ``< 1`` gives GAE), and *one* gradient step on
     L = -log pi(a_t|s_t) A_t + vf_coef * 1/2 (R_t - V(s_t))^2 - ent_coef * H(pi(.|s_t))
 
 (:func:`rlrun.components.policy_losses.a2c_loss`) averaged over the rollout. It is PPO's plan with a different
-update: the actor-critic network, the truncation-aware advantage estimator and the plan come from
-:mod:`rlrun.algos.ppo`; this file holds what differs (the optimizer and the loss). Its config schema is
+update: the actor-critic network (:mod:`rlrun.components.actor_critic`), the truncation-aware advantage estimator
+(:func:`rlrun.ops.truncation_aware_gae`), acting, observing, weights and the plan come from the PPO family's base,
+:mod:`rlrun.algos.on_policy`; this file holds what differs (the optimizer and the loss). Its config schema is
 ``rlrun.algos.a2c_config.A2CConfig`` (each key documented there and in conf/algo/a2c.yaml).
 
 ``algo.mode=async`` is A3C as RLlib Flow writes it (``AsyncGradients`` -> ``ApplyGradients``): every rollout
@@ -29,41 +30,34 @@ import torch
 
 from rlrun.algos.a2c_config import A2CConfig
 from rlrun.algos.base import IterationResult
-from rlrun.algos.ppo import (
-    PPO,
-    PPOAgent,
-    _flatten_time,
-    explained_variance,
-    rmsprop_or_adam,
-    rollout_from_samples,
-    truncation_aware_gae,
-)
-from rlrun.components.base import Component, api
+from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan, rmsprop_or_adam, rollout_from_samples
+from rlrun.components.base import api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.policy_losses import a2c_loss
 from rlrun.envs.gym_env import EnvSpec
+from rlrun.ops import explained_variance, flatten_time, truncation_aware_gae
 
 MODES = ("sync", "async")
 
 
-class A2CAgent(PPOAgent):
-    """The A2C agent: PPO's acting, observing and weights; its update is one gradient step on the A2C loss."""
+class A2CAgent(OnPolicyAgent):
+    """The A2C agent: the PPO family's acting, observing, advantages and weights (:class:`OnPolicyAgent`); its
+    update is one gradient step on the A2C loss."""
 
     def __init__(self, cfg: A2CConfig, seed: int = 0, name: str = "a2c_agent") -> None:
         self._update_strategy: Any = None
         super().__init__(cfg, seed, name)
 
-    @staticmethod
-    def _make_optimizer(cfg: A2CConfig, seed: int) -> Component:
-        """One RMSProp (Mnih et al. 2016; alpha 0.99) or Adam step per rollout."""
-        return rmsprop_or_adam(cfg)
+    def _make_optimizers(self, cfg: A2CConfig, seed: int) -> None:
+        """``optimizer``: one RMSProp (Mnih et al. 2016; alpha 0.99) or Adam step per rollout."""
+        self.optimizer = rmsprop_or_adam(cfg)
 
     def torch_optimizer(self) -> torch.optim.Optimizer:
         return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
 
     @property
     def update_strategy(self) -> Any:
-        """The device strategy's update (``device=replicas``, ``device.precision``; rlrun/devices.py sets it). With
+        """The device strategy's update (``device=replicas``, ``device.precision``; rlrun.devices.strategy sets it). With
         ``normalize_advantage`` each replica normalises its own shard's advantages."""
         return self._update_strategy
 
@@ -77,7 +71,7 @@ class A2CAgent(PPOAgent):
         the A2C loss averaged over the rows."""
         values, adv, ret = self.advantages(rollout)
         actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        data = _flatten_time({"obs": rollout["obs"], "actions": actions, "advantages": adv, "returns": ret})
+        data = flatten_time({"obs": rollout["obs"], "actions": actions, "advantages": adv, "returns": ret})
         cfg = self.cfg
 
         def loss_fn(rows: dict[str, Any]) -> tuple[torch.Tensor, dict]:
@@ -93,8 +87,9 @@ class A2CAgent(PPOAgent):
     @api
     def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
-        update; keys as for :meth:`PPOAgent.update`): n-step / GAE advantages under the current weights, then one
-        gradient step on the A2C loss over all ``T * B`` steps (through the device strategy's update if set)."""
+        update): keys obs, actions, rewards, next_obs, terminated, truncated (and raw_action for Box actions).
+        n-step / GAE advantages under the current weights, then one gradient step on the A2C loss over all
+        ``T * B`` steps (through the device strategy's update if set)."""
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         lr = self.set_learning_rate()
         if self._update_strategy is None:
@@ -114,7 +109,7 @@ class A2CAgent(PPOAgent):
         weights, at half the forward work); only the bootstrap observations get a value pass of their own."""
         T, B = rollout["rewards"].shape
         actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        params, v = self.network(_flatten_time(rollout["obs"]))
+        params, v = self.network(flatten_time(rollout["obs"]))
         values = v.detach().reshape(T, B)
         with torch.no_grad():
             adv, ret = truncation_aware_gae(rollout["rewards"].float(), values, self.bootstrap_values(rollout),
@@ -122,7 +117,7 @@ class A2CAgent(PPOAgent):
                                             self.cfg.gae_lambda)
         dist = make_distribution(self.action_space, params)
         cfg = self.cfg
-        t = a2c_loss(dist.log_prob(_flatten_time(actions)), adv.reshape(-1), v, ret.reshape(-1), dist.entropy(),
+        t = a2c_loss(dist.log_prob(flatten_time(actions)), adv.reshape(-1), v, ret.reshape(-1), dist.entropy(),
                      vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
         info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
                 "policy/entropy": t.entropy.detach()}
@@ -161,9 +156,10 @@ class A3CWorkerAgent(A2CAgent):
         return batch
 
 
-class A2C(PPO):
-    """``mode=sync``: the plan of PPO (sample ``rollout_steps`` agent steps of every env copy, one A2C update,
-    broadcast). ``mode=async``: A3C (module docstring): apply each worker's gradient as it arrives."""
+class A2C(OnPolicyPlan):
+    """``mode=sync``: the PPO family's plan (:class:`OnPolicyPlan`: sample ``rollout_steps`` agent steps of every
+    env copy, one A2C update, broadcast). ``mode=async``: A3C (module docstring): apply each worker's gradient as
+    it arrives."""
 
     agent_class = A2CAgent
 

@@ -10,7 +10,8 @@ The dataflow is RLlib Flow's Ape-X plan (Liang et al. 2021, Fig. 5):
     replay_op = replay shards (async, bounded prefetch) -> learner update -> update priorities
 
 Read top to bottom: the per-actor epsilons, the actor (acting policy, built in each rollout worker), the learner
-(root component), then the plan. It reuses DQN's ``QNetwork`` and the DQN loss; its config schema is
+(root component), then the plan. It shares DQN's ``QNetwork`` and gradient step
+(:mod:`rlrun.components.q_network`) and the DQN loss; its config schema is
 ``rlrun.algos.apex_config.ApexConfig`` (each key documented there and in conf/algo/apex.yaml).
 
 Choices (where the paper's setting does not carry over as is):
@@ -42,12 +43,12 @@ import torch
 from rlrun import spaces as sp
 from rlrun.algos.apex_config import ApexConfig
 from rlrun.algos.base import Algorithm, IterationResult, ThreadedLearner
-from rlrun.algos.dqn import QNetwork, q_gradient_step
 from rlrun.components.base import Component, api
 from rlrun.components.losses import DQNLoss, dqn_td_error
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.optimizers import GradientStep, Synchronization
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
+from rlrun.components.q_network import QNetwork, q_gradient_step
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread
@@ -87,7 +88,7 @@ class ApexActor(Component):
     def __init__(self, cfg: ApexConfig, epsilons: Sequence[float], name: str = "apex_actor") -> None:
         super().__init__(name)
         self.cfg = cfg
-        self.q = QNetwork(cfg, name="q")
+        self.q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="q")
         self.n_step = NStepAggregator(cfg.n_step, cfg.gamma)
         self.register_buffer("epsilons", torch.as_tensor(np.asarray(epsilons, dtype=np.float32)))
 
@@ -180,8 +181,8 @@ class ApexLearner(Component):
     def __init__(self, cfg: ApexConfig) -> None:
         super().__init__("apex_learner")
         self.cfg = cfg
-        self.q = QNetwork(cfg, name="q")
-        self.target_q = QNetwork(cfg, name="target_q")
+        self.q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="q")
+        self.target_q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="target_q")
         self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
         self.optimizer = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps,
                                       fused=True)  # one fused kernel, as DQN
@@ -209,7 +210,7 @@ class ApexLearner(Component):
         batch = {k: _to(v, _device(self.q)) for k, v in batch.items()}
         weights = None if weights is None else torch.as_tensor(weights).to(_device(self.q))
 
-        info = q_gradient_step(self, batch, weights)
+        info = q_gradient_step(self.q, self.target_q, self.loss, self.optimizer, batch, weights, self.update_strategy)
         self.target_sync.step(self.q, self.target_q)
         return info
 

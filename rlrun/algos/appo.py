@@ -21,17 +21,16 @@ import torch
 
 from rlrun.algos.appo_config import APPOConfig
 from rlrun.algos.impala import IMPALA, IMPALAAgent
-from rlrun.algos.ppo import explained_variance
 from rlrun.components.base import api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.policy_losses import (
-    _check_reduction,
-    _check_same_shape,
     apply_reduction,
+    check_reduction,
+    check_same_shape,
     ppo_clip_loss,
     value_loss,
 )
-from rlrun.ops import vtrace
+from rlrun.ops import explained_variance, vtrace
 
 
 class APPOLossTerms(NamedTuple):
@@ -85,9 +84,9 @@ def appo_loss(log_probs: torch.Tensor, behaviour_log_probs: torch.Tensor, reward
         clip_rho_threshold: :math:`\bar\rho` of the V-trace targets; ``None`` = no clipping.
         reduction: ``"mean"``, ``"sum"`` or ``"none"`` over the ``T * B`` items.
     """
-    _check_reduction(reduction)
-    _check_same_shape(log_probs=log_probs, behaviour_log_probs=behaviour_log_probs, rewards=rewards,
-                      discounts=discounts, values=values, entropy=entropy, kl=kl)
+    check_reduction(reduction)
+    check_same_shape(log_probs=log_probs, behaviour_log_probs=behaviour_log_probs, rewards=rewards,
+                     discounts=discounts, values=values, entropy=entropy, kl=kl)
     behaviour_log_probs = behaviour_log_probs.detach()
     targets = vtrace(log_probs.detach() - behaviour_log_probs, discounts, rewards, values.detach(),
                      bootstrap_value.detach(), clip_rho_threshold=clip_rho_threshold, clip_pg_rho_threshold=None)

@@ -1,7 +1,8 @@
 """DQN: double DQN with a target network (Mnih et al. 2015; van Hasselt et al. 2016), and as switches a dueling
 head (Wang et al. 2016), proportional prioritised replay (Schaul et al. 2016) and n-step returns.
 
-Read top to bottom: the Q-network, the agent (root component: act, observe, update), then the plan.
+Read top to bottom: the agent (root component: act, observe, update), then the plan. The Q-network and the gradient
+step it shares with Ape-X are components (:mod:`rlrun.components.q_network`).
 Its config schema is ``rlrun.algos.dqn_config.DQNConfig`` (each key documented there and in conf/algo/dqn.yaml).
 """
 
@@ -19,47 +20,14 @@ from rlrun.algos.base import Algorithm, IterationResult
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.base import Component, api
 from rlrun.components.exploration import EpsilonGreedy
-from rlrun.components.heads import DuelingQHead, QHead
 from rlrun.components.losses import DQNLoss
 from rlrun.components.memories import ReplayMemory
-from rlrun.components.networks import MLP, LSTMCore
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.optimizers import GradientStep, Synchronization
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
+from rlrun.components.q_network import QNetwork, q_gradient_step
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
-from rlrun.registry import RegistryError, registry
-
-
-def make_torso(cfg: DQNConfig) -> Component:
-    """The torso named by ``algo.network``, from the registry's ``network`` kind (plugins can add their own)."""
-    try:
-        network = registry.get("network", cfg.network)
-    except RegistryError as e:
-        raise ConfigError(f"algo.network={cfg.network}: {e}") from None
-    if network is MLP:
-        return MLP(list(cfg.hidden_sizes), cfg.activation, name="torso")
-    if not isinstance(network, type) or not issubclass(network, Component) or network is LSTMCore:
-        raise ConfigError(f"algo.network={cfg.network}: DQN needs a feed-forward torso (obs -> features).")
-    return network(name="torso")
-
-
-class QNetwork(Component):
-    """Torso + Q head (plain or dueling): obs -> Q(obs, ·)."""
-
-    def __init__(self, cfg: DQNConfig, name: str = "q") -> None:
-        super().__init__(name)
-        self.torso = make_torso(cfg)
-        self.head = DuelingQHead(name="q_head") if cfg.dueling else QHead("q_head")
-
-    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
-        self.build_child(self.torso, obs=obs)
-        self.build_child(self.head, x=self.torso.output("forward"), actions=actions)
-        self.output_spaces["forward"] = self.head.output_spaces["get_q"]
-
-    @api
-    def forward(self, obs: Any) -> torch.Tensor:
-        return self.head.get_q(self.torso(obs))
 
 
 class DQNAgent(Component):
@@ -68,8 +36,8 @@ class DQNAgent(Component):
     def __init__(self, cfg: DQNConfig, seed: int = 0) -> None:
         super().__init__("dqn_agent")
         self.cfg = cfg
-        self.q = QNetwork(cfg, name="q")
-        self.target_q = QNetwork(cfg, name="target_q")
+        self.q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="q")
+        self.target_q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="target_q")
         self.exploration = EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps)
         if cfg.prioritized_replay:
             self.memory: Component = PrioritizedReplayMemory(cfg.buffer_size, alpha=cfg.per_alpha,
@@ -142,7 +110,7 @@ class DQNAgent(Component):
             else:
                 batch = self.memory.sample(self.cfg.batch_size)
 
-        info = q_gradient_step(self, batch, weights)
+        info = q_gradient_step(self.q, self.target_q, self.loss, self.optimizer, batch, weights, self.update_strategy)
         if indices is not None:
             self.memory.update_priorities(indices, info["td_error"])
         self.target_sync.step(self.q, self.target_q)
@@ -167,27 +135,6 @@ class DQNAgent(Component):
 
 def _rows(space: sp.Space, value: Any, rows: slice) -> Any:
     return sp.unflatten(space, {k: v[rows] for k, v in sp.flatten(space, value).items()})
-
-
-def q_gradient_step(agent: Any, batch: dict, weights: torch.Tensor | None) -> dict:
-    """One gradient step of ``agent.loss`` (DQNLoss) on ``batch`` (obs, action, reward, discount, next_obs) with
-    importance ``weights`` (or None): targets from ``agent.target_q``, double Q when ``agent.cfg.double_q``. Through
-    the device strategy's update when one is set (``agent.update_strategy``: device=replicas, device.precision:
-    the same loss, split or autocast). Shared by DQN's and Ape-X's learners; returns ``loss`` and ``td_error``."""
-
-    def loss_fn(data: tuple[dict, torch.Tensor | None]) -> tuple[torch.Tensor, dict]:
-        batch, weights = data
-        q = agent.q(batch["obs"])
-        with torch.no_grad():
-            q_next_target = agent.target_q(batch["next_obs"])
-            q_next_online = agent.q(batch["next_obs"]) if agent.cfg.double_q else None
-        loss, td = agent.loss.loss(q, batch["action"], batch["reward"], batch["discount"], q_next_target,
-                                   q_next_online, weights)
-        return loss, {"td_error": td}
-
-    if agent.update_strategy is None:
-        return agent.optimizer.step(lambda: loss_fn((batch, weights)))
-    return agent.update_strategy.step(agent.optimizer, loss_fn, (batch, weights))
 
 
 class DQN(Algorithm):

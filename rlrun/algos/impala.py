@@ -12,7 +12,7 @@ weights version an unroll was acted with) is reported as ``learn/policy_lag_mean
 
 Episode ends: a termination ends the trace (discount 0); a time-limit truncation also cuts it (the next row is a
 new episode) but bootstraps from the value of the episode's real final observation (``next_obs`` of that row),
-folded into the reward as ``truncation_aware_gae`` in :mod:`rlrun.algos.ppo` does. The unroll's own bootstrap is
+folded into the reward as :func:`rlrun.ops.truncation_aware_gae` does. The unroll's own bootstrap is
 V(``next_obs[T - 1]``): the observation the next unroll starts from where the copy goes on (the batch's
 ``last_obs``), the final observation where it ended.
 
@@ -39,16 +39,15 @@ from torch import nn
 from rlrun import spaces as sp
 from rlrun.algos.base import IterationResult, ThreadedLearner
 from rlrun.algos.impala_config import IMPALAConfig
-from rlrun.algos.ppo import (
+from rlrun.algos.on_policy import (
     ActorCriticPlan,
     build_actor_critic,
     clip_to_bounds,
-    explained_variance,
-    make_torso,
     policy_factory,
     rmsprop_or_adam,
     rollout_from_samples,
 )
+from rlrun.components.actor_critic import make_torso
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
@@ -56,6 +55,7 @@ from rlrun.components.networks import LSTMCore
 from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
+from rlrun.ops import explained_variance
 
 State = tuple[torch.Tensor, ...] | None
 """A recurrent state: ``(h, c)`` of the LSTM core, then ``(h, c)`` of the critic's core when the critic has its
@@ -80,11 +80,11 @@ class IMPALANetwork(Component):
     def __init__(self, network: str = "auto", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
                  activation: str = "tanh", use_lstm: bool = False, lstm_size: int = 256,
                  shared_torso: bool = True, orthogonal_init: bool = True, name: str = "network") -> None:
-        """``network``: torso kind (mlp | nature_cnn | impala_resnet | auto, see ``rlrun.algos.ppo.make_torso``);
-        ``hidden_sizes``/``activation``: MLP torso layout; ``use_lstm``: an LSTM core of ``lstm_size`` units
-        between torso and head; ``shared_torso``: one torso (and core) for policy and value; ``orthogonal_init``:
-        orthogonal torso weights (gain sqrt 2), zero biases, and the head's 0.01 / 1 gains (CleanRL /
-        Baselines)."""
+        """``network``: torso kind (mlp | nature_cnn | impala_resnet | auto, see
+        :func:`rlrun.components.actor_critic.make_torso`); ``hidden_sizes``/``activation``: MLP torso layout;
+        ``use_lstm``: an LSTM core of ``lstm_size`` units between torso and head; ``shared_torso``: one torso (and
+        core) for policy and value; ``orthogonal_init``: orthogonal torso weights (gain sqrt 2), zero biases, and the
+        head's 0.01 / 1 gains (CleanRL / Baselines)."""
         super().__init__(name)
         self.network, self.hidden_sizes, self.activation = network, list(hidden_sizes), activation
         self.use_lstm, self.lstm_size = bool(use_lstm), int(lstm_size)

@@ -14,9 +14,10 @@ Every update: ``rollout_steps`` agent steps of every env copy, GAE advantages (n
    the 1/2, which Adam's steps do not see, up to its epsilon) of a *separate* value network (its own torso and
    layer: a value step never moves the policy, which would defeat the trust region).
 
-It is PPO's plan with a different update: the actor-critic network (``shared_torso=False``), the
-truncation-aware advantage estimator, acting, observing, weights and the plan come from :mod:`rlrun.algos.ppo`;
-this file holds what differs (the optimizers, the surrogate and the update). Its config schema is
+It is PPO's plan with a different update: the actor-critic network (:mod:`rlrun.components.actor_critic`, with
+``shared_torso=False``), the truncation-aware advantage estimator (:func:`rlrun.ops.truncation_aware_gae`), acting,
+observing, weights and the plan come from the PPO family's base, :mod:`rlrun.algos.on_policy`; this file holds
+what differs (the optimizers, the surrogate and the update). Its config schema is
 ``rlrun.algos.trpo_config.TRPOConfig`` (each key documented there and in conf/algo/trpo.yaml).
 """
 
@@ -28,13 +29,15 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.algos.ppo import PPO, ActorCritic, PPOAgent, _flatten_time, explained_variance, make_reward_scaler
+from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan
 from rlrun.algos.trpo_config import TRPOConfig
-from rlrun.components.base import Component, api
+from rlrun.components.actor_critic import ActorCritic
+from rlrun.components.base import api
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import GradientStep, MultiStep, TRPOStep
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
 from rlrun.errors import ConfigError
+from rlrun.ops import explained_variance, flatten_time
 
 # ---------------------------------------------------------------------------------------------------- losses
 
@@ -83,9 +86,10 @@ def _frozen(params: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------- agent
 
 
-class TRPOAgent(PPOAgent):
-    """The TRPO agent: PPO's acting, observing, advantages and weights (the actor-critic network, with separate
-    actor and critic torsos); its update is one TRPO step of the actor and Adam epochs of the critic.
+class TRPOAgent(OnPolicyAgent):
+    """The TRPO agent: the PPO family's acting, observing, advantages and weights (:class:`OnPolicyAgent`; the
+    actor-critic network, with separate actor and critic torsos); its update is one TRPO step of the actor and
+    Adam epochs of the critic.
 
     Sub-components: ``network`` (ActorCritic), ``policy_optimizer`` (TRPOStep over the actor's parameters: the
     actor torso, the policy layer and, for Box actions, the log-std) and ``value_optimizer`` (MultiStep of Adam
@@ -93,25 +97,27 @@ class TRPOAgent(PPOAgent):
     """
 
     def __init__(self, cfg: TRPOConfig, seed: int = 0, name: str = "trpo_agent") -> None:
-        # Not PPOAgent.__init__: the network must not share a torso, and there are two optimizers, not one.
-        Component.__init__(self, name)
-        self.cfg = cfg
-        self.network = ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, shared_torso=False,
-                                   orthogonal_init=cfg.orthogonal_init, init_log_std=cfg.init_log_std,
-                                   normalize_obs=cfg.normalize_obs, obs_clip=cfg.obs_clip, name="network")
-        self.reward_scaler = make_reward_scaler(cfg)
+        super().__init__(cfg, seed, name)
+
+    def _make_network(self, cfg: TRPOConfig) -> ActorCritic:
+        """The actor-critic network with separate actor and critic torsos (never shared: a value step must not
+        move the policy)."""
+        return ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, shared_torso=False,
+                           orthogonal_init=cfg.orthogonal_init, init_log_std=cfg.init_log_std,
+                           normalize_obs=cfg.normalize_obs, obs_clip=cfg.obs_clip, name="network")
+
+    def _make_optimizers(self, cfg: TRPOConfig, seed: int) -> None:
+        """Two optimizers, not one: ``policy_optimizer`` (the TRPO step of the actor) and ``value_optimizer``
+        (epochs of Adam minibatch steps of the critic)."""
         self.policy_optimizer = TRPOStep(cfg.max_kl, cfg.cg_iters, cfg.cg_damping, cfg.line_search_max_backtracks,
                                          cfg.line_search_accept_ratio, cfg.line_search_backtrack_ratio,
                                          name="policy_optimizer")
         adam = GradientStep("adam", lr=cfg.lr, eps=cfg.adam_eps, name="value_adam")
         self.value_optimizer = MultiStep(adam, cfg.vf_epochs, cfg.vf_minibatch_size, seed=seed,
                                          name="value_optimizer")
-        self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps trained on (LR schedule)
-        self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
-        self._lr_warned = False
 
     def torch_optimizer(self) -> torch.optim.Optimizer:
-        """The value function's Adam (the one with a learning rate; PPOAgent.set_learning_rate sets it)."""
+        """The value function's Adam (the one with a learning rate; OnPolicyAgent.set_learning_rate sets it)."""
         return self.value_optimizer.optimizer.optimizer  # MultiStep -> GradientStep -> torch.optim.Adam
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
@@ -149,9 +155,10 @@ class TRPOAgent(PPOAgent):
     @api
     def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
-        update; keys as for :meth:`PPOAgent.update`; the behaviour log-probabilities are not needed, the policy
-        before the update is the behaviour policy): GAE advantages and returns under the current weights, one
-        TRPO step of the policy on all ``T * B`` steps, then ``vf_epochs`` epochs of value minibatch steps.
+        update; keys obs, actions, rewards, next_obs, terminated, truncated, and raw_action for Box actions; the
+        behaviour log-probabilities are not needed, the policy before the update is the behaviour policy): GAE
+        advantages and returns under the current weights, one TRPO step of the policy on all ``T * B`` steps, then
+        ``vf_epochs`` epochs of value minibatch steps.
 
         Returns ``loss/policy`` (surrogate before the step), ``policy/surrogate_improvement`` (its decrease),
         ``policy/expected_improvement`` (the decrease its linear model predicted for the full step),
@@ -164,7 +171,7 @@ class TRPOAgent(PPOAgent):
         values, adv, ret = self.advantages(rollout)
         lr = self.set_learning_rate()
         actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        obs, actions, adv, ret = (_flatten_time(x) for x in (rollout["obs"], actions, adv, ret))
+        obs, actions, adv, ret = (flatten_time(x) for x in (rollout["obs"], actions, adv, ret))
         if cfg.normalize_advantage:
             adv = normalize_advantages(adv)
 
@@ -208,7 +215,8 @@ class TRPOAgent(PPOAgent):
 # ---------------------------------------------------------------------------------------------------- plan
 
 
-class TRPO(PPO):
-    """The plan (PPO's): sample ``rollout_steps`` agent steps of every env copy, one TRPO update, broadcast."""
+class TRPO(OnPolicyPlan):
+    """The plan (the PPO family's, :class:`OnPolicyPlan`): sample ``rollout_steps`` agent steps of every env copy,
+    one TRPO update, broadcast."""
 
     agent_class = TRPOAgent

@@ -1,4 +1,5 @@
-"""Components (RLgraph's idea in PyTorch): networks, heads, distributions, memories, losses, optimizer modules.
+"""Components (RLgraph's idea in PyTorch): networks (torsos, the actor-critic network, the Q-network), heads,
+distributions, memories, losses, optimizer modules.
 
 Every component is an ``nn.Module`` with declared API methods that builds itself from input spaces
 (``rlrun.components.base``) and can be built and called alone with ``ComponentTest``.

@@ -226,7 +226,7 @@ class Component(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        placed = self.__dict__.get("placement")  # set by a device map (rlrun.components.device_map)
+        placed = self.__dict__.get("placement")  # set by a device map (rlrun.devices.device_map)
         if placed is not None:
             return placed
         for t in list(self.parameters()) + list(self.buffers()):

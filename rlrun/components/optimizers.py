@@ -329,7 +329,7 @@ class MultiStep(Component):
         self.generator = torch.Generator().manual_seed(int(seed))
         self.strategy: Any = None
         """The device strategy's update (``device=replicas`` / ``device.precision``, a
-        ``rlrun.execution.replicas.ReplicatedUpdate``): each minibatch step is ``strategy.step(optimizer, loss_fn,
+        ``rlrun.devices.replicas.ReplicatedUpdate``): each minibatch step is ``strategy.step(optimizer, loss_fn,
         minibatch)`` instead of ``optimizer.step``; None: the plain step."""
 
     def _build(self, batch: Any = None) -> None:

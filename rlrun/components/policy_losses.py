@@ -37,8 +37,8 @@ from rlrun.ops import vtrace
 
 __all__ = [
     "A2CLoss", "A2CLossTerms", "IMPALALoss", "IMPALALossTerms", "PPOLoss", "PPOLossTerms",
-    "a2c_loss", "a2c_policy_loss", "apply_reduction", "impala_loss", "normalize_advantages", "ppo_clip_loss",
-    "ppo_loss", "ppo_value_loss", "value_loss",
+    "a2c_loss", "a2c_policy_loss", "apply_reduction", "check_reduction", "check_same_shape", "impala_loss",
+    "normalize_advantages", "ppo_clip_loss", "ppo_loss", "ppo_value_loss", "value_loss",
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -58,12 +58,14 @@ def apply_reduction(x: torch.Tensor, reduction: str) -> torch.Tensor:
     raise ValueError(f"reduction '{reduction}' is not one of {', '.join(REDUCTIONS)}")
 
 
-def _check_reduction(reduction: str) -> None:
+def check_reduction(reduction: str) -> None:
+    """Raise a ValueError unless ``reduction`` is one of mean, sum, none."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction '{reduction}' is not one of {', '.join(REDUCTIONS)}")
 
 
-def _check_same_shape(**tensors: torch.Tensor | None) -> None:
+def check_same_shape(**tensors: torch.Tensor | None) -> None:
+    """Raise a ValueError naming the first argument whose shape differs from the first one's (None: not given)."""
     named = [(k, v) for k, v in tensors.items() if v is not None]
     ref_name, ref = named[0]
     for name, t in named[1:]:
@@ -111,7 +113,7 @@ def ppo_clip_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantag
             the paper uses 0.2).
         reduction: ``"mean"``, ``"sum"`` or ``"none"`` over the items.
     """
-    _check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
+    check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
     ratio = torch.exp(log_probs - old_log_probs.detach())
     adv = advantages.detach()
     surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps) * adv)
@@ -126,7 +128,7 @@ def value_loss(values: torch.Tensor, returns: torch.Tensor, reduction: str = "me
         returns: value targets :math:`R_t` (same shape; treated as constants).
         reduction: ``"mean"``, ``"sum"`` or ``"none"`` over the items.
     """
-    _check_same_shape(values=values, returns=returns)
+    check_same_shape(values=values, returns=returns)
     return apply_reduction(0.5 * (returns.detach() - values).pow(2), reduction)
 
 
@@ -151,7 +153,7 @@ def ppo_value_loss(values: torch.Tensor, returns: torch.Tensor, old_values: torc
         return value_loss(values, returns, reduction)
     if old_values is None:
         raise ValueError("ppo_value_loss: value clipping (clip_eps set) needs old_values")
-    _check_same_shape(values=values, returns=returns, old_values=old_values)
+    check_same_shape(values=values, returns=returns, old_values=old_values)
     returns, old_values = returns.detach(), old_values.detach()
     unclipped = (values - returns).pow(2)
     clipped_values = old_values + (values - old_values).clamp(-clip_eps, clip_eps)
@@ -169,7 +171,7 @@ def a2c_policy_loss(log_probs: torch.Tensor, advantages: torch.Tensor, reduction
         advantages: advantage estimates (same shape; treated as constants).
         reduction: ``"mean"``, ``"sum"`` or ``"none"`` over the items.
     """
-    _check_same_shape(log_probs=log_probs, advantages=advantages)
+    check_same_shape(log_probs=log_probs, advantages=advantages)
     return apply_reduction(-log_probs * advantages.detach(), reduction)
 
 
@@ -213,9 +215,9 @@ def ppo_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: t
         reduction: ``"mean"``, ``"sum"`` or ``"none"`` over the items; the diagnostics are means for ``"mean"``
             and ``"sum"`` and per item for ``"none"``.
     """
-    _check_reduction(reduction)
-    _check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages, values=values,
-                      returns=returns, entropy=entropy, old_values=old_values)
+    check_reduction(reduction)
+    check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages, values=values,
+                     returns=returns, entropy=entropy, old_values=old_values)
     adv = normalize_advantages(advantages.detach()) if normalize_advantage else advantages.detach()
     policy = ppo_clip_loss(log_probs, old_log_probs, adv, clip_eps, "none")
     value = ppo_value_loss(values, returns, old_values, vf_clip_eps, "none")
@@ -262,8 +264,8 @@ def a2c_loss(log_probs: torch.Tensor, advantages: torch.Tensor, values: torch.Te
         normalize_advantage: normalise advantages over the given items first (off in the paper).
         reduction: ``"mean"``, ``"sum"`` or ``"none"`` over the items.
     """
-    _check_reduction(reduction)
-    _check_same_shape(log_probs=log_probs, advantages=advantages, values=values, returns=returns, entropy=entropy)
+    check_reduction(reduction)
+    check_same_shape(log_probs=log_probs, advantages=advantages, values=values, returns=returns, entropy=entropy)
     adv = normalize_advantages(advantages.detach()) if normalize_advantage else advantages.detach()
     policy = a2c_policy_loss(log_probs, adv, "none")
     value = value_loss(values, returns, "none")
@@ -319,9 +321,9 @@ def impala_loss(log_probs: torch.Tensor, behaviour_log_probs: torch.Tensor, rewa
         clip_pg_rho_threshold: :math:`\bar\rho^{pg}` of the policy-gradient weight (1.0); ``None`` = no clipping.
         reduction: ``"mean"``, ``"sum"`` or ``"none"`` over the ``T * B`` items.
     """
-    _check_reduction(reduction)
-    _check_same_shape(log_probs=log_probs, behaviour_log_probs=behaviour_log_probs, rewards=rewards,
-                      discounts=discounts, values=values, entropy=entropy)
+    check_reduction(reduction)
+    check_same_shape(log_probs=log_probs, behaviour_log_probs=behaviour_log_probs, rewards=rewards,
+                     discounts=discounts, values=values, entropy=entropy)
     log_rhos = log_probs.detach() - behaviour_log_probs.detach()
     targets = vtrace(log_rhos, discounts, rewards, values.detach(), bootstrap_value.detach(),
                      clip_rho_threshold=clip_rho_threshold, clip_pg_rho_threshold=clip_pg_rho_threshold)

@@ -3,18 +3,18 @@
 - ``resolve_device(cfg)``: the learner's torch device, checked before anything is built (``device=cuda`` without
   CUDA, a bad precision or replica count, a device map naming CUDA without CUDA: a ConfigError).
 - ``apply_device_strategy(cfg, algo)``: after the algorithm has built its agent: the per-component device map
-  (``device.map``, rlrun.components.device_map), the update strategy (``device=replicas``: a synchronous
-  data-parallel update, rlrun.execution.replicas; ``device.precision=bf16``: autocast), and ``device.compile``.
+  (``device.map``, rlrun.devices.device_map), the update strategy (``device=replicas``: a synchronous
+  data-parallel update, rlrun.devices.replicas; ``device.precision=bf16``: autocast), and ``device.compile``.
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
+from rlrun.devices.compile import compile_networks
 from rlrun.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
                               f"device.precision and device.compile do not apply to it.")
         return
     if mapping:
-        from rlrun.components.device_map import apply_device_map
+        from rlrun.devices.device_map import apply_device_map
 
         placement = apply_device_map(agent, mapping, default=device)
         log.info("device map: %s", ", ".join(f"{k} on {v}" for k, v in placement.items()))
@@ -96,48 +96,10 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
             raise ConfigError(f"{type(agent).__name__} does not route its update through the device strategy, so "
                               f"device=replicas and device.precision=bf16 are not available for it (they are for "
                               f"algo=dqn, ppo, a2c). Use device=cpu|cuda|auto with device.precision=fp32.")
-        from rlrun.execution.replicas import ReplicatedUpdate
+        from rlrun.devices.replicas import ReplicatedUpdate
 
         agent.update_strategy = ReplicatedUpdate(num_replicas(cfg) if name == "replicas" else 1,
                                                  torch.bfloat16 if precision == "bf16" else None, device.type)
     if cfg.get("compile"):
         compiled = compile_networks(agent)
         log.info("device.compile: torch.compile on %s", ", ".join(compiled) or "nothing (no networks)")
-
-
-class CompiledOrEager:
-    """A ``torch.compile``d function that falls back to the eager one, with a warning, the first time compiling
-    or running it fails (e.g. no C++ compiler for the CPU backend, an unsupported op or platform)."""
-
-    def __init__(self, fn: Callable[..., Any], name: str, **compile_kwargs: Any) -> None:
-        self.eager, self.name = fn, name
-        try:
-            self.compiled: Callable[..., Any] | None = torch.compile(fn, **compile_kwargs)
-        except Exception as e:  # noqa: BLE001 - any failure means: run eagerly
-            self._fall_back(e)
-
-    def _fall_back(self, error: BaseException) -> None:
-        self.compiled = None
-        warnings.warn(f"device.compile: torch.compile of {self.name} is not supported here "
-                      f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
-                      f"running it eagerly", RuntimeWarning, stacklevel=3)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.compiled is not None:
-            try:
-                return self.compiled(*args, **kwargs)
-            except Exception as e:  # noqa: BLE001
-                self._fall_back(e)
-        return self.eager(*args, **kwargs)
-
-
-def compile_networks(agent: Any, **compile_kwargs: Any) -> list[str]:
-    """``torch.compile`` the ``forward`` of each direct sub-component of ``agent`` that has parameters (its networks,
-    target networks included: used by acting and by the update, forward and backward); return their names.
-    ``compile_kwargs`` go to ``torch.compile`` (e.g. ``backend="eager"`` to check the tracing alone)."""
-    names = []
-    for child in agent._sub_components():
-        if any(True for _ in child.parameters()):
-            child.__dict__["forward"] = CompiledOrEager(child.forward, f"{child.name}.forward", **compile_kwargs)
-            names.append(child.name)
-    return names

@@ -26,39 +26,9 @@ import numbers
 
 import torch
 
-__all__ = ["discounted_returns", "gae", "nstep_returns"]
+from rlrun.ops.checks import check_shape, check_time_major
 
-
-# --------------------------------------------------------------------------- #
-# Validation helpers (shared with rlrun.ops.vtrace)
-# --------------------------------------------------------------------------- #
-
-
-def _check_tensor(name: str, x: object) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    return x
-
-
-def _check_time_major(name: str, x: object) -> tuple[int, int]:
-    """Check that ``x`` is a 2-D ``[T, B]`` tensor and return ``(T, B)``."""
-    x = _check_tensor(name, x)
-    if x.dim() != 2:
-        raise ValueError(
-            f"{name} must have shape [T, B] (2-D, time-major), got shape {tuple(x.shape)}"
-        )
-    return int(x.shape[0]), int(x.shape[1])
-
-
-def _check_shape(name: str, x: object, expected: tuple[int, ...], ref: str) -> None:
-    """Check that ``x`` has exactly shape ``expected`` (derived from argument ``ref``)."""
-    x = _check_tensor(name, x)
-    if tuple(x.shape) != tuple(expected):
-        dims = "[T, B]" if len(expected) == 2 else "[B]"
-        raise ValueError(
-            f"{name} must have shape {dims} = {tuple(expected)} (matching {ref}), "
-            f"got shape {tuple(x.shape)}"
-        )
+__all__ = ["discounted_returns", "gae", "nstep_returns", "truncation_aware_gae"]
 
 
 # --------------------------------------------------------------------------- #
@@ -100,9 +70,9 @@ def discounted_returns(
     Raises:
         ValueError: if a shape does not match ``rewards``' ``[T, B]``.
     """
-    T, B = _check_time_major("rewards", rewards)
-    _check_shape("discounts", discounts, (T, B), "rewards")
-    _check_shape("bootstrap_value", bootstrap_value, (B,), "rewards.shape[1]")
+    T, B = check_time_major("rewards", rewards)
+    check_shape("discounts", discounts, (T, B), "rewards")
+    check_shape("bootstrap_value", bootstrap_value, (B,), "rewards.shape[1]")
 
     steps = []
     acc = bootstrap_value
@@ -165,10 +135,10 @@ def gae(
         ValueError: if a shape does not match ``rewards``' ``[T, B]`` or ``lam``
             is outside ``[0, 1]``.
     """
-    T, B = _check_time_major("rewards", rewards)
-    _check_shape("values", values, (T, B), "rewards")
-    _check_shape("bootstrap_value", bootstrap_value, (B,), "rewards.shape[1]")
-    _check_shape("discounts", discounts, (T, B), "rewards")
+    T, B = check_time_major("rewards", rewards)
+    check_shape("values", values, (T, B), "rewards")
+    check_shape("bootstrap_value", bootstrap_value, (B,), "rewards.shape[1]")
+    check_shape("discounts", discounts, (T, B), "rewards")
     if not isinstance(lam, numbers.Real) or not 0.0 <= float(lam) <= 1.0:
         raise ValueError(f"lam must be a real number in [0, 1], got {lam!r}")
     lam = float(lam)
@@ -188,6 +158,49 @@ def gae(
         steps.reverse()
         advantages = torch.stack(steps, dim=0)
     return advantages, advantages + values
+
+
+def truncation_aware_gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
+                         terminated: torch.Tensor, truncated: torch.Tensor, gamma: float,
+                         lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""GAE (Schulman et al. 2016, Eq. 16) over a rollout that may cross episode ends of both kinds.
+
+    .. math::
+
+        \delta_t = r_t + \gamma (1 - \mathrm{term}_t) V(s'_t) - V(s_t), \qquad
+        \hat A_t = \delta_t + \gamma\lambda (1 - \mathrm{done}_t) \hat A_{t+1}, \quad \hat A_T = 0
+
+    where :math:`s'_t` is the *real* observation after step ``t`` (the final observation of an episode that
+    ended at ``t``, not the reset one) and ``done = terminated | truncated``. A termination is a true end
+    (nothing follows: no bootstrap); a time-limit truncation is not (the state still has value
+    :math:`V(s'_t)`; Pardo et al. 2018, "Time Limits in Reinforcement Learning"), but the trace is cut at both
+    because the next row of the rollout is a new episode. The advantage estimator of PPO, A2C and TRPO.
+
+    Computed with :func:`gae` (which bootstraps from ``values[t+1]`` under a per-step discount) by
+    folding the truncation bootstrap into the reward: ``r'_t = r_t + gamma V(s'_t)`` at truncations,
+    ``discount_t = gamma (1 - done_t)``, and ``bootstrap_value = V(s'_{T-1})`` (for a copy that did not finish,
+    ``s'_{T-1}`` is the observation the next rollout starts from).
+
+    Args:
+        rewards: ``[T, B]`` reward of step ``t``.
+        values: ``[T, B]`` :math:`V(s_t)` of the observation the step-``t`` action was taken in.
+        next_values: ``[T, B]`` :math:`V(s'_t)` of the real observation after step ``t``. Where the episode goes
+            on, :math:`s'_t` is :math:`s_{t+1}`, so only the entries at episode ends and at the last step are read
+            (``values[t + 1]`` is used elsewhere).
+        terminated: ``[T, B]`` bool, the episode ended at step ``t`` (no bootstrap).
+        truncated: ``[T, B]`` bool, the episode was cut at step ``t`` by a time limit (bootstrap from
+            :math:`V(s'_t)`); where both flags are set, termination wins.
+        gamma: discount per agent step.
+        lam: GAE :math:`\lambda \in [0, 1]` (1: discounted returns minus V; 0: one-step TD errors).
+
+    Returns:
+        ``(advantages, returns)``, both ``[T, B]``; ``returns = advantages + values`` (the TD(lambda) target).
+    """
+    terminated, truncated = terminated.to(rewards.dtype), truncated.to(rewards.dtype)
+    done = torch.clamp(terminated + truncated, max=1.0)
+    truncated_only = truncated * (1.0 - terminated)
+    rewards = rewards + gamma * truncated_only * next_values
+    return gae(rewards, values, next_values[-1], gamma * (1.0 - done), lam)
 
 
 # --------------------------------------------------------------------------- #
@@ -278,10 +291,10 @@ def nstep_returns(
         ValueError: if a shape does not match ``rewards``' ``[T, B]`` or ``n``
             is not a positive integer.
     """
-    T, B = _check_time_major("rewards", rewards)
-    _check_shape("terminated", terminated, (T, B), "rewards")
-    _check_shape("truncated", truncated, (T, B), "rewards")
-    _check_shape("next_values", next_values, (T, B), "rewards")
+    T, B = check_time_major("rewards", rewards)
+    check_shape("terminated", terminated, (T, B), "rewards")
+    check_shape("truncated", truncated, (T, B), "rewards")
+    check_shape("next_values", next_values, (T, B), "rewards")
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
     n = int(n)

@@ -7,7 +7,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from rlrun.ops.returns import _check_shape, _check_time_major
+from rlrun.ops.checks import check_shape, check_time_major
 
 __all__ = ["VTraceReturns", "vtrace"]
 
@@ -101,11 +101,11 @@ def vtrace(
         ValueError: if a shape does not match ``log_rhos``' ``[T, B]``, or a
             threshold is neither ``None`` nor a positive number.
     """
-    T, B = _check_time_major("log_rhos", log_rhos)
-    _check_shape("discounts", discounts, (T, B), "log_rhos")
-    _check_shape("rewards", rewards, (T, B), "log_rhos")
-    _check_shape("values", values, (T, B), "log_rhos")
-    _check_shape("bootstrap_value", bootstrap_value, (B,), "log_rhos.shape[1]")
+    T, B = check_time_major("log_rhos", log_rhos)
+    check_shape("discounts", discounts, (T, B), "log_rhos")
+    check_shape("rewards", rewards, (T, B), "log_rhos")
+    check_shape("values", values, (T, B), "log_rhos")
+    check_shape("bootstrap_value", bootstrap_value, (B,), "log_rhos.shape[1]")
     clip_rho_threshold = _check_threshold("clip_rho_threshold", clip_rho_threshold)
     clip_pg_rho_threshold = _check_threshold("clip_pg_rho_threshold", clip_pg_rho_threshold)
 

@@ -13,8 +13,8 @@ from rlrun import spaces as sp
 from rlrun.algos.a2c import A2CAgent
 from rlrun.algos.a2c_config import A2CConfig
 from rlrun.components.testing import ComponentTest
+from rlrun.config import compose
 from rlrun.errors import ConfigError
-from rlrun.graph_command import compose
 from rlrun.run import run_experiment
 
 from .test_ppo import (
@@ -143,7 +143,7 @@ def test_a3c_worker_gradient_is_the_learners_gradient_and_applying_it_is_an_upda
     """A worker agent with the learner's weights computes, on its own rollout, exactly the gradient the learner
     would (postprocess_batch puts it in batch.info); applying it is bit-identical to update() on that rollout."""
     from rlrun.algos.a2c import A3CWorkerAgent
-    from rlrun.algos.ppo import rollout_from_samples
+    from rlrun.algos.on_policy import rollout_from_samples
 
     algo = build_algo([*A3C, "executor.num_workers=2", "algo.anneal_lr=false"], seed=0)
     try:

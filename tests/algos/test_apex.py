@@ -20,9 +20,9 @@ from rlrun import spaces as sp
 from rlrun.algos.apex import TRANSITIONS, ApeX, ApexActor, ApexLearner, actor_epsilons
 from rlrun.algos.apex_config import ApexConfig
 from rlrun.components.testing import ComponentTest
+from rlrun.config import compose
 from rlrun.envs.gym_env import GymEnvFactory
 from rlrun.execution.rollout_worker import RolloutWorker
-from rlrun.graph_command import compose
 from rlrun.run import run_experiment
 
 OBS = sp.Box(-1.0, 1.0, (4,), np.float32)

@@ -13,8 +13,8 @@ from conftest import only_summary, run_rlrun
 
 from rlrun.algos.appo import APPOAgent, appo_loss
 from rlrun.algos.appo_config import APPOConfig
+from rlrun.config import compose
 from rlrun.errors import ConfigError
-from rlrun.graph_command import compose
 from rlrun.run import run_experiment
 
 from .test_impala import ENTROPY, tiny_agent, tiny_rollout
@@ -97,7 +97,7 @@ def test_one_epoch_on_local_matches_impala():
 def test_same_seed_same_parameters_and_state_round_trip(tmp_path: Path):
     """The same seed twice: identical parameters after 3 updates; a state_dict saved and loaded into an algorithm
     built with another seed continues identically (one more update on the same batch)."""
-    from rlrun.algos.ppo import rollout_from_samples
+    from rlrun.algos.on_policy import rollout_from_samples
 
     overrides = ["algo=appo", "executor.num_envs=2", "algo.unroll_length=8", "algo.hidden_sizes=[16]",
                  "algo.batch_size=2", "algo.use_kl_loss=true"]

@@ -15,7 +15,7 @@ from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.losses import dqn_td_error
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.graph_command import compose
+from rlrun.config import compose
 from rlrun.run import run_experiment
 
 OBS = sp.Box(-1.0, 1.0, (4,), np.float32)
@@ -58,20 +58,23 @@ def test_td_error_worked_example() -> None:
     """Batch of 2, actions a = [0, 1], rewards r = [1, 0.5], discounts d = [0.9, 0] (the second terminal).
 
     Q(s, .)       = [[1, 2], [3, 4]]          -> Q(s, a) = [1, 4]
-    Q_online(s')  = [[0, 5], [7, 1]]          -> double-DQN argmax a' = [1, 0]
-    Q_target(s')  = [[10, 20], [30, 40]]      -> bootstrap = [20, 30]
-    y = r + d * bootstrap = [1 + 0.9 * 20, 0.5 + 0 * 30] = [19, 0.5]; TD = y - Q(s, a) = [18, -3.5].
-    Plain DQN selects with the target net: argmax [1, 1] -> bootstrap [20, 40] -> y = [19, 0.5] (same here).
+    Q_target(s')  = [[10, 20], [30, 40]]
+    Q_online(s')  = [[5, 0], [7, 1]]
+
+    Double DQN selects a' with the online net: argmax [5, 0] = 0, argmax [7, 1] = 0 -> bootstrap
+    Q_target(s', a') = [10, 30]; y = [1 + 0.9 * 10, 0.5 + 0 * 30] = [10, 0.5]; TD = y - Q(s, a) = [9, -3.5].
+    Plain DQN selects a' with the target net: argmax [10, 20] = 1, argmax [30, 40] = 1 -> bootstrap [20, 40];
+    y = [1 + 0.9 * 20, 0.5 + 0 * 40] = [19, 0.5]; TD = [18, -3.5].
+    The non-terminal item tells them apart (9 vs 18); on the terminal one (discount 0) they must agree.
     """
     q = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     args = (q, torch.tensor([0, 1]), torch.tensor([1.0, 0.5]), torch.tensor([0.9, 0.0]),
             torch.tensor([[10.0, 20.0], [30.0, 40.0]]))
-    torch.testing.assert_close(dqn_td_error(*args, q_next_online=torch.tensor([[0.0, 5.0], [7.0, 1.0]])),
-                               torch.tensor([18.0, -3.5]))
-    args_b = (*args[:4], torch.tensor([[10.0, 20.0], [40.0, 30.0]]))
-    # Double DQN picks a'=0 for item 2 (online [7, 1]) -> 40; plain DQN picks a'=0 too (target [40, 30]) -> 40.
-    torch.testing.assert_close(dqn_td_error(*args_b, q_next_online=torch.tensor([[0.0, 5.0], [7.0, 1.0]])),
-                               torch.tensor([18.0, -3.5]))
+    double = dqn_td_error(*args, q_next_online=torch.tensor([[5.0, 0.0], [7.0, 1.0]]))
+    plain = dqn_td_error(*args)
+    torch.testing.assert_close(double, torch.tensor([9.0, -3.5]))
+    torch.testing.assert_close(plain, torch.tensor([18.0, -3.5]))
+    assert double[0] != plain[0] and double[1] == plain[1]
 
 
 def test_switches_compose_the_library_components() -> None:

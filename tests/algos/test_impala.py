@@ -16,9 +16,9 @@ from conftest import only_summary, run_rlrun
 from rlrun import spaces as sp
 from rlrun.algos.impala import IMPALAAgent, IMPALANetwork
 from rlrun.algos.impala_config import IMPALAConfig
-from rlrun.algos.ppo import rollout_from_samples
+from rlrun.algos.on_policy import rollout_from_samples
 from rlrun.components.testing import ComponentTest
-from rlrun.graph_command import compose
+from rlrun.config import compose
 from rlrun.run import run_experiment
 
 from .test_ppo import CARTPOLE_OBS, assert_same_state, build_algo, params_of

@@ -1,5 +1,5 @@
-"""PPO (rlrun/algos/ppo.py): the advantage estimator and the update against hand-worked numbers, the components
-built alone from spaces, weights and checkpoints, determinism, learning CartPole-v1, and the CLI."""
+"""PPO (rlrun/algos/ppo.py): the rollout, the update against hand-worked numbers, the agent built alone from
+spaces, weights and checkpoints, determinism, learning CartPole-v1, and the CLI."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from conftest import only_summary, run_rlrun
 from omegaconf import OmegaConf
 
 from rlrun import spaces as sp
-from rlrun.algos.ppo import PPO, ActorCritic, PPOAgent, rollout_from_samples, truncation_aware_gae
+from rlrun.algos.on_policy import rollout_from_samples
+from rlrun.algos.ppo import PPO, PPOAgent
 from rlrun.algos.ppo_config import PPOConfig
 from rlrun.components.testing import ComponentTest
-from rlrun.graph_command import compose
+from rlrun.config import compose
 from rlrun.registry import registry
 from rlrun.run import run_experiment, seed_everything
 
@@ -56,68 +57,9 @@ def assert_same_state(a, b, where: str = "state") -> None:  # noqa: ANN001
         assert a == b, where
 
 
-# ---------------------------------------------------------------------------------------------- advantages
-
-
-def naive_gae(rewards, values, next_values, terminated, truncated, gamma, lam):  # noqa: ANN001, ANN201
-    """The definition, one copy and one step at a time (Schulman et al. 2016, Eq. 16, with episode ends):
-    A_t = sum_l (gamma lam)^l delta_{t+l} until the episode ends, delta_t = r_t + gamma (1 - term_t) V(s'_t) - V(s_t).
-    """
-    T, B = rewards.shape
-    adv = torch.zeros(T, B, dtype=torch.float64)
-    for b in range(B):
-        for t in range(T):
-            total, weight = 0.0, 1.0
-            for k in range(t, T):
-                delta = rewards[k, b] + gamma * (1.0 - float(terminated[k, b])) * next_values[k, b] - values[k, b]
-                total += weight * float(delta)
-                if terminated[k, b] or truncated[k, b]:
-                    break
-                weight *= gamma * lam
-            adv[t, b] = total
-    return adv, adv + values.double()
-
-
-def test_gae_bootstraps_from_the_final_observation_at_truncation():
-    """T = 3 steps of B = 2 copies, gamma = 0.5, lambda = 0.5, rewards 1, V(s_t) = [1, 2, 3] in both copies, and
-    V(s'_t) of the real next observations = [2, 4, 5]: at step 1 the episode ends and s'_1 is its final observation
-    (value 4), not the reset observation s_2 (value 3). Copy 0 is *truncated* at step 1, copy 1 *terminated*.
-
-    Copy 0 (truncation: bootstrap from V(s'_1) = 4, cut the trace):
-        delta_0 = 1 + 0.5 * 2 - 1 = 1;   delta_1 = 1 + 0.5 * 4 - 2 = 1;   delta_2 = 1 + 0.5 * 5 - 3 = 0.5
-        A_2 = 0.5;   A_1 = delta_1 = 1;   A_0 = delta_0 + 0.25 * A_1 = 1.25;   R = A + V = [2.25, 3, 3.5]
-    Copy 1 (termination: no bootstrap):
-        delta_1 = 1 + 0 - 2 = -1;   A = [1 + 0.25 * (-1), -1, 0.5] = [0.75, -1, 0.5];   R = [1.75, 1, 3.5]
-    (Bootstrapping copy 0 from zero would give A_1 = -1, like copy 1; from the reset observation's V(s_2) = 3,
-    A_1 = 0.5: both differ from the expected 1.)
-    """
-    rewards = torch.ones(3, 2)
-    values = torch.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
-    next_values = torch.tensor([[2.0, 2.0], [4.0, 4.0], [5.0, 5.0]])
-    terminated = torch.tensor([[False, False], [False, True], [False, False]])
-    truncated = torch.tensor([[False, False], [True, False], [False, False]])
-    adv, ret = truncation_aware_gae(rewards, values, next_values, terminated, truncated, gamma=0.5, lam=0.5)
-    torch.testing.assert_close(adv, torch.tensor([[1.25, 0.75], [1.0, -1.0], [0.5, 0.5]]))
-    torch.testing.assert_close(ret, torch.tensor([[2.25, 1.75], [3.0, 1.0], [3.5, 3.5]]))
-
-
-@pytest.mark.parametrize("lam", [0.0, 0.8, 1.0])
-@pytest.mark.parametrize("gamma", [0.9, 1.0])
-def test_gae_matches_the_naive_definition(gamma, lam):
-    """Random rollouts with both kinds of episode ends (and steps with both flags set: termination wins). Where an
-    episode goes on, the next observation is the next row's, so V(s'_t) = V(s_{t+1}) there."""
-    g = torch.Generator().manual_seed(3)
-    T, B = 7, 4
-    rewards, values, final_values = (torch.randn(T, B, generator=g, dtype=torch.float64) for _ in range(3))
-    terminated = torch.rand(T, B, generator=g) < 0.2
-    truncated = torch.rand(T, B, generator=g) < 0.2
-    done = terminated | truncated
-    next_values = final_values.clone()
-    next_values[:-1] = torch.where(done[:-1], final_values[:-1], values[1:])
-    adv, ret = truncation_aware_gae(rewards, values, next_values, terminated, truncated, gamma, lam)
-    ref_adv, ref_ret = naive_gae(rewards, values, next_values, terminated, truncated, gamma, lam)
-    torch.testing.assert_close(adv, ref_adv)
-    torch.testing.assert_close(ret, ref_ret)
+# ---------------------------------------------------------------------------------------------- rollouts
+# (the advantage estimator's tests: tests/ops/test_returns.py; the actor-critic network's:
+# tests/components/test_actor_critic.py)
 
 
 def test_rollout_from_samples_is_time_major_with_real_final_observations():
@@ -140,25 +82,6 @@ def test_rollout_from_samples_is_time_major_with_real_final_observations():
 
 
 # ---------------------------------------------------------------------------------------------- components
-
-
-@pytest.mark.parametrize("shared_torso", [False, True])
-@pytest.mark.parametrize("actions", [sp.Discrete(3), sp.Box(-2.0, 2.0, (2,), np.float32)], ids=["discrete", "box"])
-def test_actor_critic_built_alone(actions, shared_torso):
-    net = ActorCritic("mlp", [16], "tanh", shared_torso=shared_torso)
-    test = ComponentTest(net, {"obs": CARTPOLE_OBS, "actions": actions}, batch_shape=(5,))
-    params, value = test.call("forward")
-    assert value.shape == (5,)
-    obs = test.sample("obs")
-    torch.testing.assert_close(net(obs)[1], test.call("get_value", obs=obs))
-    if not shared_torso:  # a separate critic: the value does not depend on the actor's torso
-        before = net.get_value(obs)
-        with torch.no_grad():
-            for p in net.torso.parameters():
-                p.add_(1.0)
-        torch.testing.assert_close(net.get_value(obs), before)
-    n_torsos = 1 if shared_torso else 2
-    assert sum(1 for name in ("torso", "critic_torso") if getattr(net, name, None) is not None) == n_torsos
 
 
 @pytest.mark.parametrize("actions", [sp.Discrete(2), sp.Box(-1.0, 1.0, (1,), np.float32)], ids=["discrete", "box"])

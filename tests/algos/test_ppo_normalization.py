@@ -25,7 +25,7 @@ SMALL = ["algo=ppo", "env=mujoco", "env.id=Hopper-v5", "algo.rollout_steps=128",
 
 
 def compose(overrides: list[str]):  # noqa: ANN201
-    from rlrun.graph_command import compose as _compose
+    from rlrun.config import compose as _compose
 
     return _compose(overrides)
 

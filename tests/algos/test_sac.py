@@ -31,9 +31,9 @@ from rlrun.algos.sac import (
 )
 from rlrun.algos.sac_config import SACConfig
 from rlrun.components.testing import ComponentTest
+from rlrun.config import compose
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
-from rlrun.graph_command import compose
 from rlrun.registry import registry
 from rlrun.run import run_experiment, seed_everything
 

@@ -19,8 +19,8 @@ from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import MultiStep, TRPOStep
 from rlrun.components.testing import ComponentTest
+from rlrun.config import compose
 from rlrun.errors import ConfigError
-from rlrun.graph_command import compose
 from rlrun.run import run_experiment
 
 from .test_ppo import (

@@ -65,7 +65,7 @@ CONSTANT_EPSILON = ["algo.epsilon_start=0.3", "algo.epsilon_end=0.3"]
 
 
 def train(overrides: list[str], run_dir: Path) -> dict:
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.run import run_experiment
 
     summary = run_experiment(compose(overrides), run_dir, overrides=[])
@@ -164,7 +164,7 @@ def test_a_killed_worker_is_replaced_and_the_run_goes_on(tmp_path: Path) -> None
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from rlrun.algos.dqn import DQN
-    from rlrun.graph_command import compose
+    from rlrun.config import compose
     from rlrun.registry import registry
     from rlrun.run import run_experiment
 

@@ -1,0 +1,351 @@
+"""The shared base of the actor-critic algorithms that learn from the rollouts their workers just collected: the
+PPO family (PPO, A2C, TRPO: :class:`OnPolicyAgent`, :class:`OnPolicyPlan`) and the IMPALA family (IMPALA, APPO:
+on-policy up to the actors' lag, which V-trace corrects; they share :class:`ActorCriticPlan` and the helpers).
+
+This is a base the algorithms build on, not an algorithm: no ``rlrun.algos.<name>`` imports another's module for
+these. The network is :class:`rlrun.components.actor_critic.ActorCritic`, the advantage estimator
+:func:`rlrun.ops.truncation_aware_gae`.
+
+Read top to bottom: the rollout a plan hands its agent (``rollout_from_samples``), what an actor-critic agent is
+built with (``build_actor_critic``, ``clip_to_bounds``, ``make_reward_scaler``, ``rmsprop_or_adam``), the agent
+base of the PPO family (acting, observing, advantages, the learning-rate schedule, weights; a subclass adds its
+optimizers and its ``update``), then the plans.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from rlrun import spaces as sp
+from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.components.actor_critic import ActorCritic
+from rlrun.components.base import Component, api
+from rlrun.components.distributions import make_distribution
+from rlrun.components.normalizers import RewardScaler
+from rlrun.components.optimizers import GradientStep
+from rlrun.envs.gym_env import EnvSpec
+from rlrun.errors import ConfigError
+from rlrun.ops import flatten_time, truncation_aware_gae
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------------------------------- rollouts
+
+
+def rollout_from_samples(batches: list[Any], obs_space: sp.Space, device: torch.device) -> dict[str, Any]:
+    """The sample batches of a worker set as one time-major rollout ``[T, B_total, ...]`` of torch tensors on
+    ``device`` (workers side by side along B; they must share T): obs, actions, rewards, next_obs, terminated,
+    truncated, and the extras the policy recorded while acting (log_prob, raw_action)."""
+
+    def time_major(get: Callable[[Any], Any], space: sp.Space | None = None) -> Any:
+        parts = [b.time_major(get(b)) for b in batches]
+        if space is None or not sp.is_nested(space):
+            joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+            return torch.as_tensor(joined).to(device) if space is None else sp.to_torch(space, joined, device)
+        flats = [sp.flatten(space, p) for p in parts]
+        joined = sp.unflatten(space, {k: np.concatenate([f[k] for f in flats], axis=1) for k in flats[0]})
+        return sp.to_torch(space, joined, device)
+
+    out = {"obs": time_major(lambda b: b.obs, obs_space), "next_obs": time_major(lambda b: b.next_obs, obs_space),
+           "actions": time_major(lambda b: b.actions), "rewards": time_major(lambda b: b.rewards),
+           "terminated": time_major(lambda b: b.terminated), "truncated": time_major(lambda b: b.truncated)}
+    for key in batches[0].extras:
+        out[key] = time_major(lambda b, k=key: b.extras[k])
+    return out
+
+
+def _take_rows(x: Any, rows: torch.Tensor) -> Any:
+    """Rows ``rows`` of ``[N, ...]`` leafwise (dicts and tuples of tensors)."""
+    if isinstance(x, dict):
+        return {k: _take_rows(v, rows) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(_take_rows(v, rows) for v in x)
+    return x.index_select(0, rows.to(x.device))
+
+
+def _numpy(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+# ---------------------------------------------------------------------------------------------------- building
+
+
+def build_actor_critic(agent: Component, obs: sp.Space, actions: sp.Space) -> None:
+    """The build of an actor-critic agent (PPO, A2C, IMPALA, APPO) with ``agent.network`` and ``agent.optimizer``:
+    Discrete or Box actions only, the network built from the spaces and attached to the optimizer, and for Box
+    actions the bounds samples are clipped to for the env (the learner uses the raw sample)."""
+    if not isinstance(actions, (sp.Discrete, sp.Box)):
+        raise ConfigError(f"algo={agent.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
+    agent.action_space = actions
+    agent.continuous = isinstance(actions, sp.Box)
+    agent.build_child(agent.network, obs=obs, actions=actions)
+    agent.optimizer.attach(agent.network.parameters())
+    if agent.continuous:
+        agent.register_buffer("action_low", torch.as_tensor(actions.low, dtype=torch.float32))
+        agent.register_buffer("action_high", torch.as_tensor(actions.high, dtype=torch.float32))
+    agent.output_spaces["get_actions"] = actions
+
+
+def clip_to_bounds(agent: Component, actions: torch.Tensor) -> torch.Tensor:
+    """Box actions clipped to the bounds :func:`build_actor_critic` registered; Discrete ones as they are."""
+    if not agent.continuous:
+        return actions
+    return torch.maximum(torch.minimum(actions, agent.action_high), agent.action_low)
+
+
+def make_reward_scaler(cfg: Any) -> RewardScaler | None:
+    """The agent's reward scaler when ``algo.normalize_reward`` (discounted with ``algo.gamma``), else None."""
+    if not getattr(cfg, "normalize_reward", False):
+        return None
+    return RewardScaler(cfg.gamma, cfg.reward_clip, name="reward_scaler")
+
+
+def rmsprop_or_adam(cfg: Any, **rmsprop_kwargs: Any) -> GradientStep:
+    """One gradient step by ``algo.optimizer``: RMSProp (``algo.rmsprop_alpha``, ``algo.optimizer_eps`` and
+    ``rmsprop_kwargs``) or Adam (``algo.optimizer_eps``), ``algo.lr`` and ``algo.max_grad_norm``; A2C's and IMPALA's
+    optimizer."""
+    # the schemas declare the choices (rmsprop | adam)
+    if cfg.optimizer == "rmsprop":
+        kwargs = {"alpha": cfg.rmsprop_alpha, "eps": cfg.optimizer_eps, **rmsprop_kwargs}
+    else:
+        kwargs = {"eps": cfg.optimizer_eps}
+    return GradientStep(cfg.optimizer, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, **kwargs)
+
+
+def policy_factory(algo_cls: Any, cfg: Any, spec: EnvSpec) -> Callable[[int], Component]:
+    """A picklable ``worker_index -> acting policy`` for executors whose workers build their own copy (Ray): the
+    algorithm's agent built from ``cfg`` and ``spec`` (seeded by the worker index); weights arrive by
+    ``sync_weights``."""
+    return functools.partial(algo_cls.make_worker_policy, cfg, spec)
+
+
+# ---------------------------------------------------------------------------------------------------- agent
+
+
+class OnPolicyAgent(Component):
+    """What the agents of the PPO family (PPO, A2C, TRPO) share: the actor-critic ``network``
+    (:class:`~rlrun.components.actor_critic.ActorCritic`), an optional ``reward_scaler``, acting (get_actions, with
+    the log-probability the learner needs), observing (collect a rollout step by step from an application's loop),
+    truncation-aware GAE advantages under the current weights, the linear learning-rate schedule, and weights.
+
+    A subclass sets its optimizer component(s) in :meth:`_make_optimizers`, names the ``torch.optim`` optimizer
+    the schedule drives in :meth:`torch_optimizer`, and defines the ``update`` API; it may replace the network
+    (:meth:`_make_network`) and the build (:meth:`_build`: by default :func:`build_actor_critic` with one
+    ``optimizer`` over the whole network).
+    """
+
+    def __init__(self, cfg: Any, seed: int = 0, name: str = "on_policy_agent") -> None:
+        super().__init__(name)
+        self.cfg = cfg
+        self.network = self._make_network(cfg)
+        self.reward_scaler = make_reward_scaler(cfg)
+        self._make_optimizers(cfg, seed)
+        self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps trained on (LR schedule)
+        self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
+        self._lr_warned = False
+
+    def _make_network(self, cfg: Any) -> ActorCritic:
+        """The actor-critic network from ``algo.network``, ``hidden_sizes``, ``activation``, ``shared_torso``,
+        ``orthogonal_init``, ``init_log_std``, ``normalize_obs`` and ``obs_clip``."""
+        return ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.shared_torso,
+                           cfg.orthogonal_init, cfg.init_log_std, cfg.normalize_obs, cfg.obs_clip, name="network")
+
+    def _make_optimizers(self, cfg: Any, seed: int) -> None:
+        """Subclasses: set the optimizer component(s) (``self.optimizer`` for the default build)."""
+        raise NotImplementedError
+
+    def torch_optimizer(self) -> torch.optim.Optimizer:
+        """Subclasses: the ``torch.optim`` optimizer whose learning rate :meth:`set_learning_rate` sets."""
+        raise NotImplementedError
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        build_actor_critic(self, obs, actions)
+        if self.reward_scaler is not None:
+            self.build_child(self.reward_scaler)
+
+    # ------------------------------------------------------------------ acting
+
+    @api
+    def get_actions(self, obs: Any, explore: bool = True) -> Any:
+        """``explore=False``: the mode of the policy (clipped to a Box's bounds). ``explore=True``: a sample, as
+        ``(actions, {"log_prob": [B]})`` (plus ``"raw_action"``, the unclipped sample, for Box actions); a rollout
+        worker records these extras per step."""
+        dist = make_distribution(self.action_space, self.network.get_policy(obs))
+        if not explore:
+            return self._clip(dist.deterministic())
+        sample = dist.sample()
+        extras = {"log_prob": dist.log_prob(sample)}
+        if self.continuous:
+            extras["raw_action"] = sample
+        return self._clip(sample), extras
+
+    def _clip(self, actions: torch.Tensor) -> torch.Tensor:
+        return clip_to_bounds(self, actions)
+
+    @api
+    def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any, truncated: Any,
+                extras: dict[str, Any]) -> None:
+        """Collect one time step of ``B`` env copies (``[B, ...]`` each; ``next_obs``: the real next observation,
+        the final one where an episode ended; ``extras``: what ``get_actions`` returned with the actions); the
+        next ``update()`` without a batch learns on the steps collected since the last one."""
+        self._steps.append({"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
+                            "terminated": terminated, "truncated": truncated, **extras})
+
+    def _collected(self) -> dict[str, Any]:
+        """The ``observe()``'d steps as a time-major rollout ``[T, B, ...]`` of torch tensors."""
+        if not self._steps:
+            raise RuntimeError(f"{self.name}.update(): no batch given and no steps observe()'d since the last update")
+        steps, self._steps = self._steps, []
+        obs_space = self.input_spaces["obs"]
+
+        def stack(key: str) -> Any:
+            if key in ("obs", "next_obs"):
+                flats = [sp.flatten(obs_space, s[key]) for s in steps]
+                leaves = {k: np.stack([_numpy(f[k]) for f in flats]) for k in flats[0]}
+                return sp.to_torch(obs_space, sp.unflatten(obs_space, leaves), self.device)
+            return torch.as_tensor(np.stack([_numpy(s[key]) for s in steps]), device=self.device)
+
+        return {key: stack(key) for key in steps[0]}
+
+    # ------------------------------------------------------------------ learning
+
+    def advantages(self, rollout: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(values, advantages, returns)`` ``[T, B]`` of a time-major rollout under the current weights."""
+        T, B = rollout["rewards"].shape
+        with torch.no_grad():
+            values = self.network.get_value(flatten_time(rollout["obs"])).reshape(T, B)
+            next_values = self.bootstrap_values(rollout)
+            adv, ret = truncation_aware_gae(rollout["rewards"].float(), values, next_values, rollout["terminated"],
+                                            rollout["truncated"], self.cfg.gamma, self.cfg.gae_lambda)
+        return values, adv, ret
+
+    def bootstrap_values(self, rollout: dict[str, Any]) -> torch.Tensor:
+        """``V(s'_t)`` ``[T, B]`` where :func:`truncation_aware_gae` reads it: after a time-limit truncation and at
+        the last step; 0 elsewhere (never read: there ``s'_t`` is ``s_{t+1}``, whose value is ``values[t + 1]``).
+        One value pass over those rows only, instead of over every ``next_obs`` (which doubled the update's value
+        forward work: benchmarks/learner_throughput.py)."""
+        T, B = rollout["rewards"].shape
+        needed = rollout["truncated"].bool() & ~rollout["terminated"].bool()
+        needed[-1] = True
+        rows = needed.reshape(-1).nonzero().squeeze(1)
+        out = torch.zeros(T * B, device=rows.device)
+        out[rows] = self.network.get_value(_take_rows(flatten_time(rollout["next_obs"]), rows)).float()
+        return out.reshape(T, B).to(rollout["rewards"].device)
+
+    def normalize_rollout(self, rollout: dict[str, Any]) -> dict[str, Any]:
+        """The first step of every update: fold the rollout's raw observations into the observation normaliser
+        (``algo.normalize_obs``) and scale its rewards by the running std of the discounted return
+        (``algo.normalize_reward``); returns the rollout with the scaled rewards. The statistics change once per
+        update, before advantages are computed, so values, advantages and the loss all see the same ones (the
+        behaviour log-probabilities were recorded under the previous ones, as in Brax's PPO)."""
+        self.network.update_obs_statistics(flatten_time(rollout["obs"]))  # a no-op without normalize_obs
+        if self.reward_scaler is not None:
+            scaled = self.reward_scaler.scale(rollout["rewards"], rollout["terminated"], rollout["truncated"])
+            rollout = {**rollout, "rewards": scaled}
+        return rollout
+
+    def remaining(self) -> float:
+        """The share of the schedule still ahead: ``1 - env_steps / total_env_steps``, at least 0 (1 without a
+        horizon)."""
+        if not self.cfg.total_env_steps:
+            return 1.0
+        return max(0.0, 1.0 - int(self.env_steps) / float(self.cfg.total_env_steps))
+
+    def learning_rate(self) -> float:
+        """The learning rate now: ``lr * remaining()`` when annealing, else ``lr``."""
+        return float(self.cfg.lr) * (self.remaining() if self.cfg.anneal_lr else 1.0)
+
+    def set_learning_rate(self) -> float:
+        """Put :meth:`learning_rate` into the optimizer (before each update); returns it."""
+        lr = self.learning_rate()
+        if lr == 0.0 and float(self.cfg.lr) > 0.0 and not self._lr_warned:
+            self._lr_warned = True
+            log.warning("%s: the learning rate has annealed to 0 at env step %d (algo.total_env_steps=%s), so the "
+                        "agent no longer learns. A run resumed with a larger stop.env_steps keeps the schedule of "
+                        "its first budget; start a new run with algo.total_env_steps set to train longer.",
+                        self.name, int(self.env_steps), self.cfg.total_env_steps)
+        for group in self.torch_optimizer().param_groups:
+            group["lr"] = lr
+        return lr
+
+    # ------------------------------------------------------------------ weights
+
+    @api
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        """The acting policy's weights (the actor-critic network), detached copies."""
+        return {k: v.detach().clone() for k, v in self.network.state_dict().items()}
+
+    @api
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.network.load_state_dict(weights)
+
+
+# ---------------------------------------------------------------------------------------------------- plans
+
+
+class ActorCriticPlan(Algorithm):
+    """What the PPO family (PPO, A2C, TRPO) and the IMPALA family (IMPALA, APPO) build alike: the learner's agent of
+    ``agent_class`` from the env spec, and the same agent, seeded by the worker index, as a worker's policy."""
+
+    agent_class: type[Component]
+
+    @classmethod
+    def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Component:
+        if not isinstance(spec.action_space, (sp.Discrete, sp.Box)):
+            raise ConfigError(f"algo={cfg.name} needs a Discrete or Box action space, but env {spec.id} has "
+                              f"{sp.describe(spec.action_space)}.")
+        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+
+    @classmethod
+    def make_worker_policy(cls, cfg: Any, spec: EnvSpec, worker_index: int) -> Component:
+        """What a remote (or, with several local workers, an in-process) rollout worker acts with: by default the
+        agent itself, seeded by the worker index (through :func:`policy_factory`)."""
+        return cls.make_agent(cfg, spec, worker_index)
+
+
+class OnPolicyPlan(ActorCriticPlan):
+    """The plan of the PPO family: sample ``rollout_steps`` agent steps of every env copy, learn on them (one
+    ``agent.update`` of the subclass's ``agent_class``), broadcast the new weights."""
+
+    def __init__(self, cfg: Any, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
+        super().__init__(cfg, spec, executor, device, seed)
+        self.agent = self.make_agent(cfg, spec, seed).to(device)
+        self.policy_factory = policy_factory(type(self), cfg, spec)
+        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
+        self.timer = executor.timer
+        self.env_steps = 0
+        self.updates = 0  # training_step() calls, one update (a rollout learnt on) each
+        self.gradient_steps = 0
+
+    def training_step(self) -> IterationResult:
+        batches = self.workers.sample(self.cfg.rollout_steps)
+        result = IterationResult()
+        for b in batches:
+            result.add_batch(b)  # env steps, episodes, and Atari's whole-game scores
+        self.env_steps += result.env_steps
+        with self.timer("learn"):
+            rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
+            info = self.agent.update(rollout)
+        self.workers.sync_weights(self.agent.get_weights())
+        self.updates += 1
+        self.gradient_steps += int(info.pop("gradient_steps", 1))
+        renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
+        result.metrics.update({renamed.get(k, k): float(v) for k, v in info.items()})
+        result.metrics["learn/updates"] = self.updates
+        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        return result
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent.state_dict(), "env_steps": self.env_steps, "updates": self.updates,
+                "gradient_steps": self.gradient_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.env_steps = int(state["env_steps"])
+        self.updates = int(state["updates"])
+        self.gradient_steps = int(state["gradient_steps"])

@@ -1,0 +1,90 @@
+"""The Q-network of DQN and Ape-X, and the (double) DQN gradient step both learners take.
+
+- ``q_torso``: the feed-forward torso an ``algo.network`` names, from the registry's ``network`` kind (plugins
+  can add their own): an MLP (``hidden_sizes``, ``activation``), the Nature CNN (Mnih et al. 2015), the IMPALA
+  ResNet (Espeholt et al. 2018), ...
+- ``QNetwork``: obs -> torso -> Q head, plain (one linear layer) or dueling, Q = V + A - mean(A) (Wang et al.
+  2016, "Dueling Network Architectures for Deep Reinforcement Learning", Eq. 9).
+- ``q_gradient_step``: one gradient step of the DQN loss (:class:`~rlrun.components.losses.DQNLoss`) on a replay
+  batch, the bootstrap from the target network (Mnih et al. 2015) with the action selected by the online one for
+  double DQN (van Hasselt et al. 2016, Eq. 4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rlrun import spaces as sp
+from rlrun.components.base import Component, api
+from rlrun.components.heads import DuelingQHead, QHead
+from rlrun.components.losses import DQNLoss
+from rlrun.components.networks import MLP, LSTMCore
+from rlrun.errors import ConfigError
+
+__all__ = ["QNetwork", "q_gradient_step", "q_torso"]
+
+
+def q_torso(network: str, hidden_sizes: list[int], activation: str) -> Component:
+    """The torso named by ``algo.network``, from the registry's ``network`` kind (plugins can add their own); an
+    MLP gets ``hidden_sizes`` and ``activation``. Named ``torso``."""
+    from rlrun.registry import RegistryError, registry
+
+    try:
+        torso_class = registry.get("network", network)
+    except RegistryError as e:
+        raise ConfigError(f"algo.network={network}: {e}") from None
+    if torso_class is MLP:
+        return MLP(list(hidden_sizes), activation, name="torso")
+    if not isinstance(torso_class, type) or not issubclass(torso_class, Component) or torso_class is LSTMCore:
+        raise ConfigError(f"algo.network={network}: DQN needs a feed-forward torso (obs -> features).")
+    return torso_class(name="torso")
+
+
+class QNetwork(Component):
+    """Torso + Q head (plain or dueling): obs -> Q(obs, ·)."""
+
+    def __init__(self, network: str = "mlp", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
+                 activation: str = "relu", dueling: bool = False, name: str = "q") -> None:
+        """``network``, ``hidden_sizes``, ``activation``: the torso (see :func:`q_torso`); ``dueling``: a
+        :class:`~rlrun.components.heads.DuelingQHead` instead of a linear :class:`~rlrun.components.heads.QHead`."""
+        super().__init__(name)
+        self.torso = q_torso(network, list(hidden_sizes), activation)
+        self.head = DuelingQHead(name="q_head") if dueling else QHead("q_head")
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.build_child(self.torso, obs=obs)
+        self.build_child(self.head, x=self.torso.output("forward"), actions=actions)
+        self.output_spaces["forward"] = self.head.output_spaces["get_q"]
+
+    @api
+    def forward(self, obs: Any) -> torch.Tensor:
+        return self.head.get_q(self.torso(obs))
+
+
+def q_gradient_step(q: QNetwork, target_q: QNetwork, loss: DQNLoss, optimizer: Component, batch: dict,
+                    weights: torch.Tensor | None = None, update_strategy: Any = None) -> dict:
+    """One gradient step of ``loss`` on ``batch`` (obs, action, reward, discount, next_obs) with importance
+    ``weights`` (or None), moving ``q``'s parameters by ``optimizer`` (a ``GradientStep`` attached to them).
+
+    The bootstrap values come from ``target_q`` (no gradient); with ``loss.double_q`` the bootstrap action is
+    selected by ``q`` at ``next_obs`` (double DQN), else by ``target_q``. With an ``update_strategy`` (the device
+    strategy's ``ReplicatedUpdate``: device=replicas, device.precision) the same loss goes through it, split or
+    autocast. Call it from the owning agent's API method (the networks, loss and optimizer are its
+    sub-components). DQN's and Ape-X's learner step; returns the optimizer's info with ``loss`` and the per-item
+    ``td_error`` (the new priorities)."""
+
+    def loss_fn(data: tuple[dict, torch.Tensor | None]) -> tuple[torch.Tensor, dict]:
+        batch, weights = data
+        q_values = q(batch["obs"])
+        with torch.no_grad():
+            q_next_target = target_q(batch["next_obs"])
+            q_next_online = q(batch["next_obs"]) if loss.double_q else None
+        total, td = loss.loss(q_values, batch["action"], batch["reward"], batch["discount"], q_next_target,
+                              q_next_online, weights)
+        return total, {"td_error": td}
+
+    if update_strategy is None:
+        return optimizer.step(lambda: loss_fn((batch, weights)))
+    return update_strategy.step(optimizer, loss_fn, (batch, weights))
