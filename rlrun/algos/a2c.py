@@ -57,7 +57,7 @@ class A2CAgent(OnPolicyAgent):
 
     @property
     def update_strategy(self) -> Any:
-        """The device strategy's update (``device=replicas``, ``device.precision``; rlrun.devices.strategy sets it). With
+        """The device strategy's update (``device=replicas``, ``device.precision``; set by rlrun.devices). With
         ``normalize_advantage`` each replica normalises its own shard's advantages."""
         return self._update_strategy
 

@@ -38,7 +38,7 @@ class PPOAgent(OnPolicyAgent):
 
     @property
     def update_strategy(self) -> Any:
-        """The device strategy's update (``device=replicas``, ``device.precision``; rlrun.devices.strategy sets it): each
+        """The device strategy's update (``device=replicas``, ``device.precision``; set by rlrun.devices): each
         minibatch step runs through it. With ``normalize_advantage`` each replica normalises its own shard's
         advantages (as RLlib's multi-GPU towers do), so the update equals one replica's only without it."""
         return self.optimizer.strategy
