@@ -91,7 +91,7 @@ def make_agent(algo: str, observation_space: sp.Space, action_space: sp.Space, s
     if component is None:
         raise ConfigError(f"algo={algo} is not built from components (its make_agent gives nothing): it can only "
                           f"run through the CLI's plan.")
-    if not callable(getattr(component, "observe", None)) and not getattr(component, "learns_from_rollouts", False):
+    if component.learns_from is None:
         raise ConfigError(f"algo={algo}'s agent learns from its plan's distributed parts (e.g. Ape-X: actors and "
                           f"replay shards), not from one application loop: run it with the CLI, or use an agent "
                           f"with observe() (algo=dqn has Ape-X's switches: dueling, prioritized_replay, n_step).")
@@ -110,7 +110,7 @@ class Agent:
         self._extras: dict[str, torch.Tensor] = {}
         # An agent without observe() learns from time-major rollouts given to update() (IMPALA, APPO): this
         # wrapper collects the observed steps, with the extras get_actions returned, and hands them over.
-        self._steps: list[dict[str, Any]] | None = None if callable(getattr(component, "observe", None)) else []
+        self._steps: list[dict[str, Any]] | None = None if component.learns_from == "observe" else []
         params = inspect.signature(component.observe).parameters if self._steps is None else {}
         self._observe_takes_extras = "extras" in params or self._steps is not None  # acting log-probs etc.
         self._observe_takes_num_envs = "num_envs" in params  # replay agents storing step-major rows

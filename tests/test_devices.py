@@ -298,7 +298,8 @@ def test_a_run_with_replicas_and_a_device_map(tmp_path: Path) -> None:
 
 
 def test_replicas_for_an_agent_without_the_update_hook_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="does not route its update through the device strategy"):
+    with pytest.raises(ConfigError, match=r"does not route its update through the device strategy.*\(they are for "
+                                          r"algo=a2c, apex, dqn, ppo\)"):
         run_experiment(compose(["algo=trpo", "device=replicas", "device.num_replicas=2", "stop.env_steps=300",
                                 "logger=none", "export.formats=[]"]), tmp_path / "run")
 

@@ -119,3 +119,12 @@ def test_no_private_name_is_imported_across_modules() -> None:
     private = [f"{m} imports {n} from {t}" for m, path in MODULES.items() for t, names in _imports(path)
                for n in names if n.startswith("_") and not n.startswith("__")]
     assert private == []
+
+
+def test_capabilities_are_declared_not_probed() -> None:
+    """rlrun reads what an agent can do from its class (learns_from, routes_updates), never with hasattr/getattr
+    probes for those capabilities."""
+    probes = [f"{m}: {needle}" for m, path in MODULES.items() for needle in
+              ('hasattr(agent, "update_strategy")', 'getattr(component, "learns_from_rollouts"',
+               'getattr(component, "observe"') if needle in path.read_text()]
+    assert probes == []

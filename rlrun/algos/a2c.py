@@ -44,6 +44,8 @@ class A2CAgent(OnPolicyAgent):
     """The A2C agent: the PPO family's acting, observing, advantages and weights (:class:`OnPolicyAgent`); its
     update is one gradient step on the A2C loss."""
 
+    routes_updates = True
+
     def __init__(self, cfg: A2CConfig, seed: int = 0, name: str = "a2c_agent") -> None:
         self._update_strategy: Any = None
         super().__init__(cfg, seed, name)

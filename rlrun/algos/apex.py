@@ -178,6 +178,8 @@ class ApexLearner(Component):
     """The root component: online and target Q-networks, the DQN loss and the optimizer. Acts greedily (evaluation
     and export; the actors explore)."""
 
+    routes_updates = True
+
     def __init__(self, cfg: ApexConfig) -> None:
         super().__init__("apex_learner")
         self.cfg = cfg
@@ -252,6 +254,8 @@ def make_shard_memory(capacity: int, cfg: ApexConfig, spec: EnvSpec, seed: int,
 class ApeX(ThreadedLearner, Algorithm):
     """The plan: rollouts as they arrive -> replay shards (weight sync for stale workers); then the owed gradient
     steps on batches from the shards, each followed by its priority update."""
+
+    agent_class = ApexLearner
 
     @classmethod
     def make_agent(cls, cfg: ApexConfig, spec: EnvSpec, seed: int) -> ApexLearner:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -36,7 +36,10 @@ class IterationResult:
 
 class Algorithm(ABC):
     """Base of a plan: built from its config, the env spec, an executor and a device; one ``training_step`` at a
-    time. ``state_dict``/``load_state_dict`` cover everything a checkpoint needs to continue."""
+    time. ``state_dict``/``load_state_dict`` cover everything a checkpoint needs to continue. ``agent_class``: the
+    class of its root component (whose declared capabilities rlrun reads before building anything)."""
+
+    agent_class: ClassVar[type | None] = None
 
     def __init__(self, cfg: Any, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         self.cfg, self.spec, self.executor, self.device, self.seed = cfg, spec, executor, device, seed

@@ -33,6 +33,9 @@ from rlrun.errors import ConfigError
 class DQNAgent(Component):
     """The DQN agent API: get_actions, observe (store transitions), update (one gradient step), weights."""
 
+    learns_from = "observe"
+    routes_updates = True
+
     def __init__(self, cfg: DQNConfig, seed: int = 0) -> None:
         super().__init__("dqn_agent")
         self.cfg = cfg
@@ -139,6 +142,8 @@ def _rows(space: sp.Space, value: Any, rows: slice) -> Any:
 
 class DQN(Algorithm):
     """The plan: sample from the worker set, store to replay, learn at the configured replay ratio."""
+
+    agent_class = DQNAgent
 
     @classmethod
     def make_agent(cls, cfg: DQNConfig, spec: EnvSpec, seed: int) -> DQNAgent:

@@ -47,11 +47,10 @@ from rlrun.algos.on_policy import (
     rmsprop_or_adam,
     rollout_from_samples,
 )
-from rlrun.components.actor_critic import make_torso
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
-from rlrun.components.networks import LSTMCore
+from rlrun.components.networks import LSTMCore, make_torso
 from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
@@ -81,7 +80,7 @@ class IMPALANetwork(Component):
                  activation: str = "tanh", use_lstm: bool = False, lstm_size: int = 256,
                  shared_torso: bool = True, orthogonal_init: bool = True, name: str = "network") -> None:
         """``network``: torso kind (mlp | nature_cnn | impala_resnet | auto, see
-        :func:`rlrun.components.actor_critic.make_torso`); ``hidden_sizes``/``activation``: MLP torso layout;
+        :func:`rlrun.components.networks.make_torso`); ``hidden_sizes``/``activation``: MLP torso layout;
         ``use_lstm``: an LSTM core of ``lstm_size`` units between torso and head; ``shared_torso``: one torso (and
         core) for policy and value; ``orthogonal_init``: orthogonal torso weights (gain sqrt 2), zero biases, and the
         head's 0.01 / 1 gains (CleanRL / Baselines)."""
@@ -93,7 +92,7 @@ class IMPALANetwork(Component):
 
     def _stack(self, obs: sp.Space, prefix: str) -> tuple[Component, Component | None, Any]:
         """A torso and, with ``use_lstm``, a core on it: ``(torso, core, port of the features)``."""
-        torso = make_torso(self.network, obs, self.hidden_sizes, self.activation, f"{prefix}torso")
+        torso = make_torso(self.network, self.hidden_sizes, self.activation, f"{prefix}torso", obs=obs)
         self.build_child(torso, obs=obs)
         features, core = torso.output("forward"), None
         if self.use_lstm:
@@ -179,7 +178,7 @@ class IMPALAAgent(Component):
     the recurrent state the learner needs), reset_episodes (worker hook), update (V-trace actor-critic step on a
     time-major batch of unrolls), weights (with their version)."""
 
-    learns_from_rollouts = True  # rlrun.make_agent: update() takes the time-major steps an application observed
+    learns_from = "rollouts"  # rlrun.make_agent: update() takes the time-major steps an application observed
 
     def __init__(self, cfg: IMPALAConfig, seed: int = 0, name: str = "impala_agent") -> None:
         super().__init__(name)

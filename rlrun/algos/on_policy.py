@@ -139,6 +139,8 @@ class OnPolicyAgent(Component):
     ``optimizer`` over the whole network).
     """
 
+    learns_from = "observe"
+
     def __init__(self, cfg: Any, seed: int = 0, name: str = "on_policy_agent") -> None:
         super().__init__(name)
         self.cfg = cfg

@@ -33,6 +33,8 @@ class PPOAgent(OnPolicyAgent):
     step by step from an application's loop), update (GAE + epochs of clipped-surrogate minibatch steps), weights.
     """
 
+    routes_updates = True
+
     def __init__(self, cfg: PPOConfig, seed: int = 0, name: str = "ppo_agent") -> None:
         super().__init__(cfg, seed, name)
 

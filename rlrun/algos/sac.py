@@ -183,6 +183,8 @@ class SACAgent(Component):
     not exploring), observe (store transitions), update (one critic, actor and temperature step and a target sync),
     weights."""
 
+    learns_from = "observe"
+
     def __init__(self, cfg: SACConfig, seed: int = 0, name: str = "sac_agent") -> None:
         super().__init__(name)
         self.cfg = cfg
@@ -357,6 +359,8 @@ def _cat(a: Any, b: Any) -> Any:
 class SAC(Algorithm):
     """The plan (as DQN's): sample ``rollout_steps`` agent steps of every env copy, store them, then take
     ``gradient_steps`` gradient steps per ``train_every`` env steps once ``learning_starts`` env steps are stored."""
+
+    agent_class = SACAgent
 
     @classmethod
     def make_agent(cls, cfg: SACConfig, spec: EnvSpec, seed: int) -> SACAgent:

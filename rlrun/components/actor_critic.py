@@ -1,8 +1,5 @@
-"""The actor-critic network of the PPO family (PPO, A2C, TRPO), and the torso choice it shares with IMPALA's.
+"""The actor-critic network of the PPO family (PPO, A2C, TRPO); its torso is ``networks.make_torso``'s.
 
-- ``make_torso``: the torso an ``algo.network`` names (mlp | nature_cnn | impala_resnet), or for ``auto`` the one
-  the observation space calls for (a uint8 image ``[C, H, W]``: the Nature CNN of Mnih et al. 2015; anything
-  else: an MLP).
 - ``ActorCritic``: obs -> (policy parameters, V(obs)), with one torso shared by policy and value or one each, the
   orthogonal initialisation of OpenAI Baselines' ppo2 / CleanRL's ppo.py (Huang et al. 2022, "The 37
   Implementation Details of Proximal Policy Optimization", details 2 and 3), and an optional observation
@@ -14,33 +11,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
 from rlrun.components.heads import PolicyValueHead
-from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN
+from rlrun.components.networks import make_torso
 from rlrun.components.normalizers import ObservationNormalizer
-from rlrun.errors import ConfigError
 
-__all__ = ["ActorCritic", "make_torso"]
-
-
-def make_torso(network: str, obs: sp.Space, hidden_sizes: list[int], activation: str, name: str) -> Component:
-    """The torso named by ``network``: mlp | nature_cnn | impala_resnet | auto (an image Box [C, H, W] of uint8
-    -> nature_cnn, anything else -> mlp)."""
-    if network == "auto":
-        image = isinstance(obs, sp.Box) and len(obs.shape) == 3 and np.dtype(obs.dtype) == np.uint8
-        network = "nature_cnn" if image else "mlp"
-    if network == "mlp":
-        return MLP(hidden_sizes, activation, name=name)
-    if network == "nature_cnn":
-        return NatureCNN(name=name)
-    if network == "impala_resnet":
-        return ImpalaResNet(name=name)
-    raise ConfigError(f"algo.network={network}: not one of auto, mlp, nature_cnn, impala_resnet.")
+__all__ = ["ActorCritic"]
 
 
 class ActorCritic(Component):
@@ -56,13 +36,13 @@ class ActorCritic(Component):
                  activation: str = "tanh", shared_torso: bool = False, orthogonal_init: bool = True,
                  init_log_std: float = 0.0, normalize_obs: bool = False, obs_clip: float = 10.0,
                  name: str = "actor_critic") -> None:
-        """``network``: torso kind (see :func:`make_torso`); ``hidden_sizes``/``activation``: MLP torso layout;
-        ``shared_torso``: one torso for policy and value; ``orthogonal_init``: orthogonal weights (gain sqrt(2)
-        in the torso, 0.01 policy layer, 1 value layer), zero biases, as in CleanRL / Baselines;
-        ``init_log_std``: initial log-std of a Gaussian policy (natural log; Box actions only);
-        ``normalize_obs``: observations pass through an :class:`ObservationNormalizer` (running mean/std, clipped
-        to ``obs_clip``) before the torsos; its statistics are buffers of this network, so they travel with its
-        weights and are part of an exported policy."""
+        """``network``: torso kind (see :func:`rlrun.components.networks.make_torso`); ``hidden_sizes``/``activation``:
+        MLP torso layout; ``shared_torso``: one torso for policy and value; ``orthogonal_init``: orthogonal weights
+        (gain sqrt(2) in the torso, 0.01 policy layer, 1 value layer), zero biases, as in CleanRL / Baselines;
+        ``init_log_std``: initial log-std of a Gaussian policy (natural log; Box actions only); ``normalize_obs``:
+        observations pass through an :class:`ObservationNormalizer` (running mean/std, clipped to ``obs_clip``)
+        before the torsos; its statistics are buffers of this network, so they travel with its weights and are part
+        of an exported policy."""
         super().__init__(name)
         self.network, self.hidden_sizes, self.activation = network, list(hidden_sizes), activation
         self.shared_torso, self.orthogonal_init = bool(shared_torso), bool(orthogonal_init)
@@ -73,11 +53,11 @@ class ActorCritic(Component):
         if self.obs_normalizer is not None:
             self.build_child(self.obs_normalizer, obs=obs)
             obs = self.obs_normalizer.output_spaces["forward"]
-        self.torso = make_torso(self.network, obs, self.hidden_sizes, self.activation, "torso")
+        self.torso = make_torso(self.network, self.hidden_sizes, self.activation, "torso", obs=obs)
         self.build_child(self.torso, obs=obs)
         self.critic_torso = None
         if not self.shared_torso:
-            self.critic_torso = make_torso(self.network, obs, self.hidden_sizes, self.activation, "critic_torso")
+            self.critic_torso = make_torso(self.network, self.hidden_sizes, self.activation, "critic_torso", obs=obs)
             self.build_child(self.critic_torso, obs=obs)
         self.build_child(self.head, x=self.torso.output("forward"), actions=actions)
         if self.critic_torso is not None:  # the value layer reads the critic's features (same width)

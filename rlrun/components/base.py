@@ -20,7 +20,7 @@ import contextlib
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
 import torch
 from torch import nn
@@ -128,7 +128,17 @@ def _snake(name: str) -> str:
 
 
 class Component(nn.Module):
-    """Base of every rlrun component. Subclasses implement ``_build(**input_spaces)`` and ``@api`` methods."""
+    """Base of every rlrun component. Subclasses implement ``_build(**input_spaces)`` and ``@api`` methods.
+
+    Capabilities an algorithm's root component (its agent) declares, read by rlrun instead of probed:
+    ``learns_from`` (how an application's own loop feeds it, rlrun.make_agent: ``"observe"``: transitions given to
+    ``observe()``; ``"rollouts"``: time-major steps given to ``update()``; None: only its plan can train it, e.g.
+    Ape-X's distributed parts) and ``routes_updates`` (its update runs through ``self.update_strategy``, so the
+    device strategies ``device=replicas`` and ``device.precision=bf16`` apply to it).
+    """
+
+    learns_from: ClassVar[str | None] = None
+    routes_updates: ClassVar[bool] = False
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__()

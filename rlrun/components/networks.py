@@ -3,6 +3,9 @@
 - ``MLP`` (with ``FlattenObservation``): any (nested) observation of Box/Discrete/MultiBinary leaves.
 - ``NatureCNN`` (Mnih et al. 2015) and ``ImpalaResNet`` (Espeholt et al. 2018): channel-first images ``[C, H, W]``.
 - ``LSTMCore``: time-major sequences of features with episode-start resets (IMPALA / TorchBeast).
+- ``make_torso``: the feed-forward torso an ``algo.network`` names, through the registry's ``network`` kind (the
+  one road: every algorithm's torso, and a plugin's own networks), or for ``auto`` the one the observation space
+  calls for (a uint8 image ``[C, H, W]``: the Nature CNN; anything else: an MLP).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
+from rlrun.errors import ConfigError
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 
@@ -279,3 +283,29 @@ class LSTMCore(Component):
             out, (h, c) = self.lstm(x[start:end], (h, c))
             outs.append(out)
         return (outs[0] if len(outs) == 1 else torch.cat(outs)), (h[0], c[0])
+
+
+def make_torso(network: str, hidden_sizes: list[int], activation: str, name: str = "torso",
+               obs: sp.Space | None = None) -> Component:
+    """The torso ``network`` names in the registry's ``network`` kind, built as ``name``: an MLP gets
+    ``hidden_sizes`` and ``activation``; ``auto`` picks ``nature_cnn`` for a uint8 image Box ``[C, H, W]`` and
+    ``mlp`` otherwise (it needs ``obs``). Only feed-forward torsos (obs -> features) qualify: a recurrent core is
+    the algorithm's own choice (IMPALA's ``use_lstm``)."""
+    from rlrun.registry import RegistryError, registry
+
+    if network == "auto":
+        if obs is None:
+            raise ConfigError("algo.network=auto needs the observation space to choose; name a torso instead.")
+        image = isinstance(obs, sp.Box) and len(obs.shape) == 3 and np.dtype(obs.dtype) == np.uint8
+        network = "nature_cnn" if image else "mlp"
+    try:
+        torso_class = registry.get("network", network)
+    except RegistryError as e:
+        raise ConfigError(f"algo.network={network}: {e}") from None
+    if torso_class is MLP:
+        return MLP(list(hidden_sizes), activation, name=name)
+    if not isinstance(torso_class, type) or not issubclass(torso_class, Component) or torso_class is LSTMCore:
+        raise ConfigError(f"algo.network={network}: not a feed-forward torso (obs -> features); choose one of "
+                          f"{', '.join(n for n in registry.names('network') if n != 'lstm_core')}"
+                          f"{' or auto' if obs is not None else ''}.")
+    return torso_class(name=name)

@@ -1,8 +1,5 @@
 """The Q-network of DQN and Ape-X, and the (double) DQN gradient step both learners take.
 
-- ``q_torso``: the feed-forward torso an ``algo.network`` names, from the registry's ``network`` kind (plugins
-  can add their own): an MLP (``hidden_sizes``, ``activation``), the Nature CNN (Mnih et al. 2015), the IMPALA
-  ResNet (Espeholt et al. 2018), ...
 - ``QNetwork``: obs -> torso -> Q head, plain (one linear layer) or dueling, Q = V + A - mean(A) (Wang et al.
   2016, "Dueling Network Architectures for Deep Reinforcement Learning", Eq. 9).
 - ``q_gradient_step``: one gradient step of the DQN loss (:class:`~rlrun.components.losses.DQNLoss`) on a replay
@@ -20,26 +17,9 @@ from rlrun import spaces as sp
 from rlrun.components.base import Component, api
 from rlrun.components.heads import DuelingQHead, QHead
 from rlrun.components.losses import DQNLoss
-from rlrun.components.networks import MLP, LSTMCore
-from rlrun.errors import ConfigError
+from rlrun.components.networks import make_torso
 
-__all__ = ["QNetwork", "q_gradient_step", "q_torso"]
-
-
-def q_torso(network: str, hidden_sizes: list[int], activation: str) -> Component:
-    """The torso named by ``algo.network``, from the registry's ``network`` kind (plugins can add their own); an
-    MLP gets ``hidden_sizes`` and ``activation``. Named ``torso``."""
-    from rlrun.registry import RegistryError, registry
-
-    try:
-        torso_class = registry.get("network", network)
-    except RegistryError as e:
-        raise ConfigError(f"algo.network={network}: {e}") from None
-    if torso_class is MLP:
-        return MLP(list(hidden_sizes), activation, name="torso")
-    if not isinstance(torso_class, type) or not issubclass(torso_class, Component) or torso_class is LSTMCore:
-        raise ConfigError(f"algo.network={network}: DQN needs a feed-forward torso (obs -> features).")
-    return torso_class(name="torso")
+__all__ = ["QNetwork", "q_gradient_step"]
 
 
 class QNetwork(Component):
@@ -47,10 +27,11 @@ class QNetwork(Component):
 
     def __init__(self, network: str = "mlp", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
                  activation: str = "relu", dueling: bool = False, name: str = "q") -> None:
-        """``network``, ``hidden_sizes``, ``activation``: the torso (see :func:`q_torso`); ``dueling``: a
-        :class:`~rlrun.components.heads.DuelingQHead` instead of a linear :class:`~rlrun.components.heads.QHead`."""
+        """``network``, ``hidden_sizes``, ``activation``: the torso (see :func:`rlrun.components.networks.make_torso`);
+        ``dueling``: a :class:`~rlrun.components.heads.DuelingQHead` instead of a linear
+        :class:`~rlrun.components.heads.QHead`."""
         super().__init__(name)
-        self.torso = q_torso(network, list(hidden_sizes), activation)
+        self.torso = make_torso(network, list(hidden_sizes), activation, "torso")
         self.head = DuelingQHead(name="q_head") if dueling else QHead("q_head")
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:

@@ -92,10 +92,13 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
         placement = apply_device_map(agent, mapping, default=device)
         log.info("device map: %s", ", ".join(f"{k} on {v}" for k, v in placement.items()))
     if name == "replicas" or precision != "fp32":
-        if not hasattr(agent, "update_strategy"):
+        if not agent.routes_updates:
+            from rlrun.registry import registry
+
+            able = [n for n in registry.names("algo") if _routes_updates(n)]
             raise ConfigError(f"{type(agent).__name__} does not route its update through the device strategy, so "
                               f"device=replicas and device.precision=bf16 are not available for it (they are for "
-                              f"algo=dqn, ppo, a2c). Use device=cpu|cuda|auto with device.precision=fp32.")
+                              f"algo={', '.join(able)}). Use device=cpu|cuda|auto with device.precision=fp32.")
         from rlrun.devices.replicas import ReplicatedUpdate
 
         agent.update_strategy = ReplicatedUpdate(num_replicas(cfg) if name == "replicas" else 1,
@@ -103,3 +106,11 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
     if cfg.get("compile"):
         compiled = compile_networks(agent)
         log.info("device.compile: torch.compile on %s", ", ".join(compiled) or "nothing (no networks)")
+
+
+def _routes_updates(algo: str) -> bool:
+    """Whether algorithm ``algo``'s agent declares ``routes_updates`` (for the error message's list)."""
+    from rlrun.registry import registry
+
+    agent_class = getattr(registry.get("algo", algo), "agent_class", None)
+    return bool(getattr(agent_class, "routes_updates", False))

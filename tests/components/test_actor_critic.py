@@ -9,8 +9,8 @@ import torch
 from torch.testing import assert_close
 
 from rlrun import spaces as sp
-from rlrun.components.actor_critic import ActorCritic, make_torso
-from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN
+from rlrun.components.actor_critic import ActorCritic
+from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN, make_torso
 from rlrun.components.testing import ComponentTest
 from rlrun.errors import ConfigError
 
@@ -32,15 +32,19 @@ GAUSSIAN = sp.Box(-2.0, 2.0, (2,), np.float32)
     ("impala_resnet", ATARI, ImpalaResNet),
 ])
 def test_make_torso_picks_the_named_or_the_fitting_torso(network, obs, kind):
-    torso = make_torso(network, obs, [8], "tanh", "torso")
+    torso = make_torso(network, [8], "tanh", "torso", obs=obs)
     assert type(torso) is kind and torso.name == "torso"
     if kind is MLP:
         assert torso.hidden_sizes == [8] and torso.activation == "tanh"
 
 
 def test_make_torso_refuses_unknown_names():
-    with pytest.raises(ConfigError, match="algo.network=lstm: not one of auto, mlp, nature_cnn, impala_resnet"):
-        make_torso("lstm", VECTOR, [8], "tanh", "torso")
+    with pytest.raises(ConfigError, match="algo.network=lstm: unknown network 'lstm'. Did you mean 'lstm_core'"):
+        make_torso("lstm", [8], "tanh", "torso", obs=VECTOR)
+    with pytest.raises(ConfigError, match=r"algo.network=lstm_core: not a feed-forward torso .* or auto\."):
+        make_torso("lstm_core", [8], "tanh", "torso", obs=VECTOR)
+    with pytest.raises(ConfigError, match="algo.network=auto needs the observation space"):
+        make_torso("auto", [8], "tanh", "torso")
 
 
 # ---------------------------------------------------------------------------------------------- ActorCritic

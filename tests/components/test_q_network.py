@@ -12,9 +12,9 @@ from rlrun import spaces as sp
 from rlrun.components.base import Component, api
 from rlrun.components.heads import DuelingQHead, QHead
 from rlrun.components.losses import DQNLoss
-from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN
+from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN, make_torso
 from rlrun.components.optimizers import GradientStep
-from rlrun.components.q_network import QNetwork, q_gradient_step, q_torso
+from rlrun.components.q_network import QNetwork, q_gradient_step
 from rlrun.components.testing import ComponentTest
 from rlrun.errors import ConfigError
 
@@ -27,17 +27,17 @@ ATARI = sp.Box(0, 255, (4, 84, 84), np.uint8)
 
 @pytest.mark.parametrize("network,kind", [("mlp", MLP), ("nature_cnn", NatureCNN), ("impala_resnet", ImpalaResNet)])
 def test_q_torso_comes_from_the_registry(network, kind):
-    torso = q_torso(network, [32, 16], "elu")
+    torso = make_torso(network, [32, 16], "elu")
     assert type(torso) is kind and torso.name == "torso"
     if kind is MLP:
         assert torso.hidden_sizes == [32, 16] and torso.activation == "elu"
 
 
-@pytest.mark.parametrize("network,message", [("lstm_core", "DQN needs a feed-forward torso"),
+@pytest.mark.parametrize("network,message", [("lstm_core", "not a feed-forward torso"),
                                              ("no_such_net", "algo.network=no_such_net")])
 def test_q_torso_refuses_what_is_not_a_feed_forward_torso(network, message):
     with pytest.raises(ConfigError, match=message):
-        q_torso(network, [8], "relu")
+        make_torso(network, [8], "relu")
 
 
 # ---------------------------------------------------------------------------------------------- QNetwork
