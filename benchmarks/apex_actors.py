@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from benchmarks.common import load_average, publish
 
@@ -38,9 +38,42 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def run(mode: str, seconds: float, learning_starts: int, out: Path, smoke: bool) -> dict[str, Any]:
+class RssSampler:
+    """This process's resident memory every ``every_s`` seconds while the ``with`` block runs (memory flat?)."""
+
+    def __init__(self, every_s: float = 2.0) -> None:
+        self.every_s, self.samples = every_s, []  # (monotonic time, MB)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(self.every_s):
+            self.samples.append((time.monotonic(), _rss_mb()))
+
+    def __enter__(self) -> RssSampler:
+        self.start = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+
+    def after(self, seconds: float) -> list[float]:
+        """The samples taken ``seconds`` or more after the block started."""
+        return [mb for t, mb in self.samples if t - self.start >= seconds]
+
+
+def tensorboard_series(directory: Path) -> Callable[[str], list[tuple[int, float]]]:
+    """``series(tag)``: the (step, value) pairs of a scalar tag in a run's TensorBoard files ([] if absent)."""
     from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
+    acc = EventAccumulator(str(directory), size_guidance={SCALARS: 0})
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    return lambda tag: [(e.step, e.value) for e in acc.Scalars(tag)] if tag in tags else []
+
+
+def run(mode: str, seconds: float, learning_starts: int, out: Path, smoke: bool) -> dict[str, Any]:
     from rlrun.config import compose
     from rlrun.run import run_experiment
 
@@ -50,25 +83,12 @@ def run(mode: str, seconds: float, learning_starts: int, out: Path, smoke: bool)
                  "logger.console.interval_s=30", "checkpoint.at_end=false"]
     if smoke:
         overrides += ["algo.buffer_size=2048", "algo.batch_size=16", "executor.num_cpus=2"]
-    rss: list[tuple[float, float]] = []
-    done = threading.Event()
-
-    def sample_rss() -> None:
-        while not done.wait(2.0):
-            rss.append((time.monotonic(), _rss_mb()))
-
-    sampler = threading.Thread(target=sample_rss, daemon=True)
-    sampler.start()
     run_dir = out / f"apex-{mode}"
     start = time.monotonic()
-    summary = run_experiment(compose(overrides), run_dir)
+    with RssSampler() as rss:
+        summary = run_experiment(compose(overrides), run_dir)
     wall = time.monotonic() - start
-    done.set()
-    acc = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={SCALARS: 0})
-    acc.Reload()
-
-    def series(tag: str) -> list[tuple[int, float]]:
-        return [(e.step, e.value) for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+    series = tensorboard_series(run_dir / "tensorboard")
 
     fps = series("perf/frames_per_s")
     steps = dict(series("learn/gradient_steps"))
@@ -76,7 +96,7 @@ def run(mode: str, seconds: float, learning_starts: int, out: Path, smoke: bool)
     learning = [v for s, v in fps if s >= learning_starts and steps.get(s, 0) > 0]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     updates = series("learner/updates_per_s") or []
-    learn_rss = [r for t, r in rss if t - start > 0.5 * wall]
+    learn_rss = rss.after(0.5 * wall)
     fig: dict[str, Any] = {
         f"frames_per_s/acting_only/{mode}": mean(acting[1:] or acting),  # the first report includes start-up
         f"frames_per_s/while_learning/{mode}": mean(learning),

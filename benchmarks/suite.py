@@ -250,6 +250,13 @@ SUITE: tuple[Benchmark, ...] = (
         goals={"ratio/acting_while_learning_vs_acting_only/thread": 0.5},
         headline=("ratio/*", "learner_updates_per_s/*", "stop_overshoot_s/*"), timeout_s=1800),
     Benchmark(
+        "impala_actors", "benchmarks.impala_actors",
+        "rlrun algo=impala|appo env=pong executor=ray with the learner idle, on its thread, and in sync: actor "
+        "frames/s while learning vs acting only, learner updates/s, policy lag, RSS (not in CI: minutes per mode)",
+        requires=(Registered("algo", "impala"), Registered("algo", "appo"), Registered("executor", "ray")),
+        goals={"ratio/thread_vs_idle/impala": 0.5, "ratio/thread_vs_idle/appo": 0.5},
+        headline=("ratio/*", "learner_updates_per_s/*", "policy_lag_mean/*"), timeout_s=2400),
+    Benchmark(
         "replay_memory", "benchmarks.replay_memory",
         "replay bytes per Atari transition with each frame stored once vs whole stacks, on a real Pong stream; "
         "insert and sample time",

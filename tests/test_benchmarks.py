@@ -595,3 +595,17 @@ def test_apex_actors_runs_both_learner_modes_on_its_path() -> None:
         assert figures[f"gradient_steps/{mode}"] > 0
         assert figures[f"frames_per_s/while_learning/{mode}"] > 0
         assert figures[f"stop_overshoot_s/{mode}"] < 15
+
+
+def test_impala_actors_measures_idle_thread_and_sync_on_its_path() -> None:
+    """``benchmarks.impala_actors --smoke`` (IMPALA only, tiny batches): the idle mode acts without learning (no
+    update), thread and sync modes learn, and every mode acts."""
+    from benchmarks import impala_actors
+
+    figures = impala_actors.main(["--smoke", "--algos", "impala"])
+    assert figures["updates/impala/idle"] == 0  # the harness's no-op learner
+    for mode in ("thread", "sync"):
+        assert figures[f"updates/impala/{mode}"] > 0
+    for mode in ("idle", "thread", "sync"):
+        assert figures[f"frames_per_s/impala/{mode}"] > 0
+    assert figures["ratio/thread_vs_idle/impala"] > 0
