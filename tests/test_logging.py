@@ -56,3 +56,20 @@ def test_a_registered_sink_gets_everything_and_disabled_sinks_are_not_built(tmp_
         assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))  # the real TensorBoard sink wrote
     finally:
         registry._entries["logger"].pop("recording", None)
+
+
+def test_the_progress_line_shows_the_learner_when_a_plan_reports_it() -> None:
+    import io
+
+    from rlrun.logging.console import ConsoleSink
+
+    out = io.StringIO()
+    sink = ConsoleSink(OmegaConf.create({"enabled": True, "interval_s": 0.0}), None, stream=out)
+    base = {"perf/frames_per_s": 1354.4, "episode/return_mean": -20.9, "episode/count": 3}
+    sink.log_metrics(base, step=100)
+    sink.log_metrics({**base, "learner/updates_per_s": 1.2762, "learner/queue_depth": 3.0, "replay/ratio": 0.5603,
+                      "learn/policy_lag_mean": 2.25}, step=200)
+    first, second = out.getvalue().splitlines()
+    assert first == "env_steps 100  frames/s 1354  return -20.9  episodes 3"
+    assert second == ("env_steps 200  frames/s 1354  return -20.9  episodes 3  learner 1.28 upd/s  queue 3  "
+                      "replay ratio 0.56  lag 2.2")

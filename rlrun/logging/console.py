@@ -14,6 +14,21 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def learner_part(metrics: dict[str, float]) -> str:
+    """The learner's figures, where a plan reports them (a learner thread, replay, unrolls acted with older weights):
+    ``learner 1.28 upd/s  queue 3  replay ratio 0.56  lag 2.3``; empty for a plan that reports none."""
+    parts = []
+    if "learner/updates_per_s" in metrics:
+        parts.append(f"learner {_fmt(metrics['learner/updates_per_s'], '.2f')} upd/s")
+    if "learner/queue_depth" in metrics:
+        parts.append(f"queue {int(metrics['learner/queue_depth'])}")
+    if "replay/ratio" in metrics:
+        parts.append(f"replay ratio {_fmt(metrics['replay/ratio'], '.2f')}")
+    if "learn/policy_lag_mean" in metrics:
+        parts.append(f"lag {_fmt(metrics['learn/policy_lag_mean'])}")
+    return "  ".join(parts)
+
+
 class ConsoleSink:
     keeps_artifacts: ClassVar[bool] = False
 
@@ -46,6 +61,9 @@ class ConsoleSink:
     def _line(self, metrics: dict[str, float], step: int) -> str:
         line = (f"env_steps {step}  frames/s {_fmt(metrics.get('perf/frames_per_s'), '.0f')}  "
                 f"return {_fmt(metrics.get('episode/return_mean'))}  episodes {int(metrics.get('episode/count', 0))}")
+        learner = learner_part(metrics)
+        if learner:
+            line += f"  {learner}"
         if self._eval is not None:
             line += f"  eval {_fmt(self._eval[1])} (at {self._eval[0]})"
         return line
