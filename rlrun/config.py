@@ -63,27 +63,34 @@ class AtariEnvConfig(Declared):
     envpool_threads: int = key(0, "[0, inf)")
     """envpool backend only: C++ threads stepping a worker's env copies; 0 = one per CPU core, at most num_envs."""
     frame_skip: int = key(4, "[1, inf)")
-    """Emulator frames per agent step (the action is repeated); frames = agent steps x frame_skip."""
+    """Emulator frames per agent step (the action is repeated); frames = agent steps x frame_skip. Default: Mnih et
+    al. 2015."""
     max_pool: bool = True
-    """Observe the pixel-wise max of the last two frames of a skip (removes Atari sprite flicker)."""
+    """Observe the pixel-wise max of the last two frames of a skip (removes Atari sprite flicker). Default: Mnih et
+    al. 2015."""
     noop_max: int = key(30, "[0, inf)")
-    """At a game's reset, take a uniform random 1..noop_max no-op frames (0 disables), from the env's seeded RNG."""
+    """At a game's reset, take a uniform random 1..noop_max no-op frames (0 disables), from the env's seeded RNG.
+    Default: Mnih et al. 2015 ("no-op condition")."""
     screen_size: int = key(84, "[1, inf)")
-    """Observed frame height and width, pixels (resized with area interpolation)."""
+    """Observed frame height and width, pixels (resized with area interpolation). Default: Mnih et al. 2015."""
     grayscale: bool = True
-    """Grayscale frames (1 channel) instead of RGB (3 channels per stacked frame)."""
+    """Grayscale frames (1 channel) instead of RGB (3 channels per stacked frame). Default: Mnih et al. 2015."""
     frame_stack: int = key(4, "[1, inf)")
-    """Last frames stacked channel-first: observation [frame_stack x channels, screen_size, screen_size] uint8."""
+    """Last frames stacked channel-first: observation [frame_stack x channels, screen_size, screen_size] uint8.
+    Default: Mnih et al. 2015."""
     terminal_on_life_loss: bool = True
-    """Training episodes end when a life is lost (the game itself goes on); the game score still spans all lives."""
+    """Training episodes end when a life is lost (the game itself goes on); the game score still spans all lives.
+    Default: Mnih et al. 2015."""
     clip_rewards: bool = True
-    """Training reward = sign(game reward); the game score stays unclipped."""
+    """Training reward = sign(game reward); the game score stays unclipped. Default: Mnih et al. 2015."""
     repeat_action_probability: float = key(0.0, "[0, 1]")
-    """Sticky actions: chance per frame that the emulator repeats the previous action (Machado et al. use 0.25)."""
+    """Sticky actions: chance per frame that the emulator repeats the previous action (Machado et al. use 0.25).
+    Default: 0, as DQN and IMPALA."""
     full_action_space: bool = False
     """All 18 joystick actions instead of the game's minimal set."""
     max_episode_frames: Optional[int] = key(108_000, "[1, inf)")
-    """Game cut-off in frames (skipped and no-op frames count): 108k = 30 min at 60 Hz = 27k agent steps; null: none."""
+    """Game cut-off in frames (skipped and no-op frames count): 108k = 30 min at 60 Hz = 27k agent steps; null: none.
+    Default: the ALE v5 default, as in Rainbow (Hessel et al. 2018)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for gymnasium.make("ALE/<Game>-v5", ...), e.g. mode, difficulty, render_mode."""
 
@@ -194,7 +201,9 @@ class TensorBoardConfig(Declared):
     key_prefix: ClassVar[str] = "logger.tensorboard"
 
     enabled: bool = True
+    """Write TensorBoard event files to <run dir>/tensorboard."""
     flush_secs: int = key(10, "[1, inf)")
+    """Seconds between flushes of the event files to disk."""
 
 
 @dataclass
@@ -202,9 +211,11 @@ class MLflowConfig(Declared):
     key_prefix: ClassVar[str] = "logger.mlflow"
 
     enabled: bool = True
+    """Log params, metrics, the summary and exported policies to MLflow."""
     tracking_uri: Optional[str] = None
     """null: a local sqlite store, sqlite:///<working directory>/mlflow.db (absolute). Any MLflow URI otherwise."""
     experiment: str = "rlrun"
+    """MLflow experiment the run is logged under."""
     flush_interval_s: float = key(10.0, "[0, inf)")
     """Metrics are buffered and sent in one batch at most this often (and at the end)."""
     probe_timeout_s: float = key(3.0, "(0, inf)")
@@ -222,6 +233,7 @@ class ConsoleConfig(Declared):
     key_prefix: ClassVar[str] = "logger.console"
 
     enabled: bool = True
+    """Show progress on the console: a live bar on a terminal, plain lines otherwise."""
     interval_s: float = key(5.0, "(0, inf)")
     """Seconds between plain progress lines when the output is not a terminal."""
 
@@ -248,7 +260,9 @@ class StopConfig(Declared):
     key_prefix: ClassVar[str] = "stop"
 
     env_steps: Optional[int] = key(100_000, "[1, inf)")
+    """Env steps (summed over env copies); 100k: the budget DQN's CartPole-v1 default is tuned for."""
     wall_time_s: Optional[float] = key(None, "(0, inf)")
+    """Seconds since the run started."""
     episode_return_mean: Optional[float] = key("${oc.select:env.solved_return,null}", "any")  # type: ignore[assignment]
     """Stop once the mean return of the last `return_window` episodes reaches this; by default the env's
     `solved_return` (null where it has none)."""
@@ -318,7 +332,9 @@ class RunConfig(Declared):
     executor: Any = MISSING
     logger: Any = MISSING
     seed: int = key(0, "[0, inf)")
+    """Seeds torch, numpy, python and every env copy (env copy i gets seed + i)."""
     run_name: str = "${algo.name}-${env.id}-seed${seed}"
+    """The run's name (run directory, MLflow run, summaries)."""
     stop: StopConfig = field(default_factory=StopConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     return_window: int = key(20, "[1, inf)")

@@ -89,3 +89,43 @@ def test_a_composed_algo_node_is_its_schema_defaults(algo: str) -> None:
     if "total_env_steps" in want:
         want["total_env_steps"] = 12345
     assert node == want
+
+
+def _schema_of(path: Path) -> type | None:
+    """The schema an option file selects (``/schema/<group>/<name>@_here_`` in its defaults), or None."""
+    for entry in OmegaConf.to_container(OmegaConf.load(path), resolve=False).get("defaults") or []:
+        if isinstance(entry, str) and entry.startswith("/schema/"):
+            _, _, group, rest = entry.split("/", 3)
+            name = rest.split("@")[0]
+            return C._BUILTIN_SCHEMAS.get((group, name)) or registry.schema(group, name)
+    return None
+
+
+OPTION_FILES = sorted(p for group in ("env", "executor", "device", "logger") for p in (CONF / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", OPTION_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_option_sets_only_what_differs_from_its_schema(path: Path) -> None:
+    """env, executor, device and logger options as algo options: their schemas say the defaults (nested blocks, e.g.
+    logger.mlflow, compared with their own schema); an option built on another (pong on atari) has no schema line."""
+    schema = _schema_of(path)
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    raw.pop("defaults", None)
+    if schema is None:
+        return
+    problems = []
+    for name, value in raw.items():
+        nested = next((f for f in dataclasses.fields(schema) if f.name == name), None)
+        sub = nested.default_factory() if nested is not None and nested.default_factory is not dataclasses.MISSING \
+            else None  # type: ignore[misc]
+        if isinstance(value, dict) and dataclasses.is_dataclass(sub):
+            problems += _problems(value, type(sub), f"{path.name}: {name}")
+        else:
+            problems += _problems({name: value}, schema, path.name)
+    assert problems == []
+
+
+def test_the_primary_config_sets_no_run_default() -> None:
+    """conf/config.yaml chooses the groups and Hydra's settings; every run-level default is RunConfig's."""
+    raw = OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml"), resolve=False)
+    assert set(raw) <= {"defaults", "hydra"}
