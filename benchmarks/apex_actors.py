@@ -12,7 +12,7 @@ Figures per mode: ``frames_per_s/{acting_only,while_learning}/<mode>``,
 ``ratio/acting_while_learning_vs_acting_only/<mode>`` (the issue's goal: >= 0.5 in thread mode),
 ``learner_updates_per_s/<mode>``, ``replay_ratio/<mode>``, ``stop_overshoot_s/<mode>``, ``rss_mb/<mode>/{start,end}``.
 
-    python -m benchmarks.apex_actors [--seconds 300] [--learning-starts 5000] [--modes thread,sync] [--smoke]
+    python -m benchmarks.apex_actors [--seconds 300] [--learning-starts 5000] [--modes thread,sync] [--device cuda]
 """
 
 from __future__ import annotations
@@ -73,11 +73,12 @@ def tensorboard_series(directory: Path) -> Callable[[str], list[tuple[int, float
     return lambda tag: [(e.step, e.value) for e in acc.Scalars(tag)] if tag in tags else []
 
 
-def run(mode: str, seconds: float, learning_starts: int, out: Path, smoke: bool) -> dict[str, Any]:
+def run(mode: str, seconds: float, learning_starts: int, out: Path, smoke: bool,
+        device: str = "cpu") -> dict[str, Any]:
     from rlrun.config import compose
     from rlrun.run import run_experiment
 
-    overrides = ["algo=apex", "env=pong", "executor=ray", f"algo.learner={mode}",
+    overrides = ["algo=apex", "env=pong", "executor=ray", f"device={device}", f"algo.learner={mode}",
                  f"algo.learning_starts={learning_starts}", f"stop.wall_time_s={seconds}", "stop.env_steps=null",
                  "stop.episode_return_mean=null", "export.formats=[]", "logger.mlflow.enabled=false",
                  "logger.console.interval_s=30", "checkpoint.at_end=false"]
@@ -120,14 +121,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--learning-starts", type=int, default=5000, help="transitions before learning (preset: 50k)")
     p.add_argument("--modes", default="thread,sync")
     p.add_argument("--smoke", action="store_true", help="seconds, tiny batches: checks the path only")
+    p.add_argument("--device", default="cpu", help="the learner's device option (cuda on a GPU machine)")
     a = p.parse_args(argv)
     if a.smoke:
         a.seconds, a.learning_starts = min(a.seconds, 25.0), min(a.learning_starts, 200)
-    figures: dict[str, Any] = {"seconds": a.seconds, "learning_starts": a.learning_starts,
+    figures: dict[str, Any] = {"seconds": a.seconds, "learning_starts": a.learning_starts, "device": a.device,
                                "load_average_before": load_average()}
     with tempfile.TemporaryDirectory(prefix="apex-actors-") as tmp:
         for mode in a.modes.split(","):
-            figures.update(run(mode, a.seconds, a.learning_starts, Path(tmp), a.smoke))
+            figures.update(run(mode, a.seconds, a.learning_starts, Path(tmp), a.smoke, a.device))
     figures["load_average_after"] = load_average()
     if a.smoke:
         return figures

@@ -113,8 +113,9 @@ def alternating_ratio(fn: Callable[[], Any], baseline: Callable[[], Any], rounds
 def write_result(name: str, figures: dict[str, Any], command: str) -> Path:
     """Write one result record ``{"benchmark", "command", "hardware", "figures", "load_average"}`` as JSON.
 
-    Standalone: to ``<results>/<date>-<commit>-<name>.json``, then its numeric figures are logged to TensorBoard
-    (``<results>/tb/``) and MLflow (benchmarks/tracking.py; ``RLRUN_BENCH_LOG=0`` turns that off). Under the suite
+    Standalone: to ``<results>/<date>-<commit>-<name>.json`` (``-2``, ``-3``, ... for further runs of the day), then
+    its numeric figures are logged to TensorBoard (``<results>/tb/``) and MLflow (benchmarks/tracking.py;
+    ``RLRUN_BENCH_LOG=0`` turns that off). Under the suite
     runner (``$RLRUN_BENCH_OUT`` set): to that file only; the runner merges, compares and logs the records.
     """
     fp = fingerprint()
@@ -131,6 +132,10 @@ def write_result(name: str, figures: dict[str, Any], command: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     path = folder / f"{stamp}-{fp['commit'] or 'nocommit'}-{name}.json"
+    run = 2
+    while path.exists():  # another run of the same benchmark on the same commit and day: keep both
+        path = folder / f"{stamp}-{fp['commit'] or 'nocommit'}-{name}-{run}.json"
+        run += 1
     path.write_text(text)
     if os.environ.get(LOG_ENV, "1") != "0":
         try:

@@ -15,7 +15,7 @@ first report with start-up left out), ``ratio/thread_vs_idle/<algo>`` (the issue
 between the weights an unroll was acted with and the update that learns on it), ``rss_mb/<algo>/<mode>/
 {start_of_second_half,end}`` (memory flat) and ``stop_overshoot_s/<algo>/<mode>``.
 
-    python -m benchmarks.impala_actors [--algos impala,appo] [--modes idle,thread,sync] [--seconds 180] [--smoke]
+    python -m benchmarks.impala_actors [--algos impala,appo] [--modes idle,thread,sync] [--seconds 180] [--device cuda]
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ def idle_learner() -> Iterator[None]:
         IMPALA._learn_on = original  # type: ignore[method-assign]
 
 
-def run(algo: str, mode: str, seconds: float, out: Path, smoke: bool) -> dict[str, Any]:
+def run(algo: str, mode: str, seconds: float, out: Path, smoke: bool, device: str = "cpu") -> dict[str, Any]:
     from rlrun.config import compose
     from rlrun.run import run_experiment
 
-    overrides = [f"algo={algo}", "env=pong", "executor=ray", f"algo.learner={'sync' if mode == 'sync' else 'thread'}",
+    overrides = [f"algo={algo}", "env=pong", "executor=ray", f"device={device}",
+                 f"algo.learner={'sync' if mode == 'sync' else 'thread'}",
                  f"stop.wall_time_s={seconds}", "stop.env_steps=null", "stop.episode_return_mean=null",
                  "export.formats=[]", "logger.mlflow.enabled=false", "logger.console.interval_s=30",
                  "checkpoint.at_end=false"]
@@ -86,14 +87,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--modes", default="idle,thread,sync")
     p.add_argument("--seconds", type=float, default=180.0, help="stop.wall_time_s of each run")
     p.add_argument("--smoke", action="store_true", help="seconds, tiny batches: checks the path only")
+    p.add_argument("--device", default="cpu", help="the learner's device option (cuda on a GPU machine)")
     a = p.parse_args(argv)
     if a.smoke:
         a.seconds = min(a.seconds, 20.0)
-    figures: dict[str, Any] = {"seconds": a.seconds, "load_average_before": load_average()}
+    figures: dict[str, Any] = {"seconds": a.seconds, "device": a.device, "load_average_before": load_average()}
     with tempfile.TemporaryDirectory(prefix="impala-actors-") as tmp:
         for algo in a.algos.split(","):
             for mode in a.modes.split(","):
-                figures.update(run(algo, mode, a.seconds, Path(tmp), a.smoke))
+                figures.update(run(algo, mode, a.seconds, Path(tmp), a.smoke, a.device))
             idle = figures.get(f"frames_per_s/{algo}/idle")
             for mode in ("thread", "sync"):
                 got = figures.get(f"frames_per_s/{algo}/{mode}")

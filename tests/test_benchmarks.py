@@ -149,6 +149,18 @@ def test_write_result_writes_the_schema_for_the_runner(tmp_path: Path, monkeypat
     assert not list(tmp_path.glob("*-demo.json"))  # under the runner nothing else is written
 
 
+def test_standalone_runs_of_one_benchmark_on_one_commit_keep_every_result(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.common import LOG_ENV, OUT_ENV, RESULTS_ENV, write_result
+
+    monkeypatch.delenv(OUT_ENV, raising=False)
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path))
+    monkeypatch.setenv(LOG_ENV, "0")
+    paths = [write_result("demo", {"x": float(i)}, "python -m benchmarks.demo") for i in range(3)]
+    assert [p.name.split("-demo")[1] for p in paths] == [".json", "-2.json", "-3.json"]
+    assert [read_records(p)[0]["figures"]["x"] for p in paths] == [0.0, 1.0, 2.0]
+
+
 @pytest.mark.parametrize("broken, message", [
     ({"command": "c", "hardware": HARDWARE, "figures": {}}, "missing key 'benchmark'"),
     ({"benchmark": "b", "command": "c", "hardware": {"cpu": "x"}, "figures": {}}, "hardware lacks"),
