@@ -42,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             # Reads and checks the checkpoint before Hydra starts; points Hydra at the saved run directory.
             sys.argv = [sys.argv[0], *prepare_resume_argv(sys.argv[1:])]
+        if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
+            _help()
+            return
         _hydra_entry()
     except SystemExit:
         raise
@@ -56,6 +59,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         if verbose:
             raise
         report_and_exit(e)
+
+
+INTERNAL_GROUPS = ("schema/", "algo_env/")  # groups rlrun composes for the user (typed schemas, presets' parts)
+
+
+def _help() -> None:
+    """Hydra's help with only the groups a user chooses: the ``schema/*`` groups (each option's typed schema) and the
+    presets' sub-groups are composition internals, applied automatically."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            _hydra_entry()
+    finally:
+        lines = [ln for ln in out.getvalue().splitlines() if not ln.startswith(INTERNAL_GROUPS)]
+        print("\n".join(lines))
 
 
 def _hydra_entry() -> None:

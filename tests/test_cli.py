@@ -99,6 +99,7 @@ def test_hydra_verbose_shows_the_traceback(workdir: Path) -> None:
 def test_help_and_cfg_job(workdir: Path) -> None:
     proc = run_rlrun(["--help"], workdir, check=True)
     assert re.search(r"^algo: .*\bdqn\b", proc.stdout, re.M) and re.search(r"^env: .*\bcartpole\b", proc.stdout, re.M)
+    assert not re.search(r"^(schema/|algo_env/)", proc.stdout, re.M)  # composition internals are not choices
     proc = run_rlrun(["--cfg", "job", "algo.lr=0.01", "seed=7"], workdir, check=True)
     assert "lr: 0.01" in proc.stdout and "seed: 7" in proc.stdout
     assert not (workdir / "outputs").exists()
