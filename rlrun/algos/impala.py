@@ -34,7 +34,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.algos.base import IterationResult, ThreadedLearner
@@ -50,7 +49,7 @@ from rlrun.algos.on_policy import (
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
-from rlrun.components.networks import LSTMCore, make_torso
+from rlrun.components.networks import LSTMCore, make_torso, orthogonal_init_torsos
 from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
@@ -109,11 +108,7 @@ class IMPALANetwork(Component):
             self.critic_torso, self.critic_core, critic_features = self._stack(obs, "critic_")
             self.build_child(self.head, x=critic_features)
         if self.orthogonal_init:
-            for torso in (self.torso, self.critic_torso):
-                for m in torso.modules() if torso is not None else ():
-                    if isinstance(m, (nn.Linear, nn.Conv2d)):
-                        nn.init.orthogonal_(m.weight, math.sqrt(2.0))
-                        nn.init.zeros_(m.bias)
+            orthogonal_init_torsos(self.torso, self.critic_torso)
         self.output_spaces["forward"] = self.head.output_spaces["forward"]
 
     @api

@@ -8,16 +8,14 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
-from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
 from rlrun.components.heads import PolicyValueHead
-from rlrun.components.networks import make_torso
+from rlrun.components.networks import make_torso, orthogonal_init_torsos
 from rlrun.components.normalizers import ObservationNormalizer
 
 __all__ = ["ActorCritic"]
@@ -63,11 +61,7 @@ class ActorCritic(Component):
         if self.critic_torso is not None:  # the value layer reads the critic's features (same width)
             self.build_child(self.head, x=self.critic_torso.output("forward"))
         if self.orthogonal_init:
-            for torso in (self.torso, self.critic_torso):
-                for m in torso.modules() if torso is not None else ():
-                    if isinstance(m, (nn.Linear, nn.Conv2d)):
-                        nn.init.orthogonal_(m.weight, math.sqrt(2.0))
-                        nn.init.zeros_(m.bias)
+            orthogonal_init_torsos(self.torso, self.critic_torso)
         self.output_spaces["get_policy"] = self.head.output_spaces["get_policy"]
         self.output_spaces["get_value"] = self.head.output_spaces["get_value"]
         self.output_spaces["forward"] = self.head.output_spaces["forward"]

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import nn
@@ -309,3 +311,14 @@ def make_torso(network: str, hidden_sizes: list[int], activation: str, name: str
                           f"{', '.join(n for n in registry.names('network') if n != 'lstm_core')}"
                           f"{' or auto' if obs is not None else ''}.")
     return torso_class(name=name)
+
+
+def orthogonal_init_torsos(*torsos: nn.Module | None) -> None:
+    """Orthogonal weights with gain sqrt(2) and zero biases for every Linear and Conv2d layer of each torso, in
+    order (None skipped): OpenAI Baselines' ppo2 / CleanRL's ``layer_init`` for the hidden layers (Huang et al.
+    2022, "The 37 Implementation Details of PPO", detail 2). The heads' layers get their own gains."""
+    for torso in torsos:
+        for m in torso.modules() if torso is not None else ():
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                nn.init.orthogonal_(m.weight, math.sqrt(2.0))
+                nn.init.zeros_(m.bias)
