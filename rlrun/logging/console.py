@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any, ClassVar
 
 from rlrun.logging.fanout import RunContext
@@ -35,9 +34,6 @@ class ConsoleSink:
     @classmethod
     def from_config(cls, cfg: Any, context: RunContext) -> ConsoleSink:
         return cls(cfg, context.total_env_steps)
-
-    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        pass
 
     def __init__(self, cfg: Any, total_env_steps: int | None, stream: Any = None) -> None:
         self.stream = stream or sys.stdout

@@ -15,9 +15,6 @@ class TensorBoardSink:
     def from_config(cls, cfg: Any, context: RunContext) -> TensorBoardSink:
         return cls(cfg, context.run_dir)
 
-    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        pass
-
     def __init__(self, cfg: Any, run_dir: Path) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
