@@ -270,8 +270,15 @@ def atari_rollout(policy: Callable[[torch.Tensor], torch.Tensor], obs_space: sp.
     terminated[T // 3, 0] = True
     truncated[T // 2, B - 1] = True
     rewards = torch.as_tensor(rng.choice([-1.0, 0.0, 1.0], size=(T, B), p=[0.05, 0.9, 0.05]), dtype=torch.float32)
-    return {"obs": frames[:T], "next_obs": frames[1:], "actions": actions, "rewards": rewards,
-            "terminated": terminated, "truncated": truncated, "log_prob": log_prob, "behaviour_logits": logits}
+    done_at = (terminated | truncated).reshape(-1).nonzero().squeeze(1)
+    return {"obs": frames[:T], "actions": actions, "rewards": rewards, "terminated": terminated,
+            "truncated": truncated, "log_prob": log_prob, "behaviour_logits": logits,
+            # rlrun's rollout form (rlrun/execution/sample_batch.py): where each copy goes on from after step T - 1
+            # and the final observations where episodes ended (here the random frames after those steps) ...
+            "last_obs": frames[T], "final_index": done_at,
+            "final_obs": frames[1:].reshape(T * B, *frames.shape[2:])[done_at],
+            # ... and every step's next observation, for the bare baselines
+            "next_obs": frames[1:]}
 
 
 def bare_gae(value_of: Callable[[torch.Tensor], torch.Tensor], rollout: dict[str, torch.Tensor], gamma: float,

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
+from rlrun.algos.on_policy import rollout_from_steps
 from rlrun.errors import ConfigError
 
 
@@ -113,7 +114,6 @@ class Agent:
         self._steps: list[dict[str, Any]] | None = None if component.learns_from == "observe" else []
         params = inspect.signature(component.observe).parameters if self._steps is None else {}
         self._observe_takes_extras = "extras" in params or self._steps is not None  # acting log-probs etc.
-        self._observe_takes_num_envs = "num_envs" in params  # replay agents storing step-major rows
 
     @property
     def device(self) -> torch.device:
@@ -175,8 +175,6 @@ class Agent:
                                     "terminated": terminated, "truncated": truncated, **extras})
             else:
                 self.component.observe(obs, actions, rewards, next_obs, terminated, truncated, extras)
-        elif self._observe_takes_num_envs:
-            self.component.observe(obs, actions, rewards, next_obs, terminated, truncated, num_envs=len(rewards))
         else:
             self.component.observe(obs, actions, rewards, next_obs, terminated, truncated)
         reset = getattr(self.component, "reset_episodes", None)  # a recurrent agent's state ends with the episode
@@ -192,24 +190,8 @@ class Agent:
             if not self._steps:
                 raise RuntimeError("update(): no steps observe()'d since the last update")
             steps, self._steps = self._steps, []
-            info = self.component.update(self._time_major(steps))
+            info = self.component.update(rollout_from_steps(steps, self.observation_space, self.device))
         return {k: float(v) for k, v in info.items() if _is_scalar(v)}
-
-    def _time_major(self, steps: list[dict[str, Any]]) -> dict[str, Any]:
-        """Observed steps as a time-major rollout ``[T, B, ...]`` of tensors on the agent's device."""
-        space, device = self.observation_space, self.device
-
-        def stack(key: str) -> Any:
-            if key in ("obs", "next_obs"):
-                flats = [sp.flatten(space, s[key]) for s in steps]
-                leaves = {k: np.stack([np.asarray(f[k]) for f in flats]) for k in flats[0]}
-                return sp.to_torch(space, sp.unflatten(space, leaves), device)
-            values = [s[key] for s in steps]
-            if isinstance(values[0], torch.Tensor):
-                return torch.stack(values).to(device)
-            return torch.as_tensor(np.stack([np.asarray(v) for v in values]), device=device)
-
-        return {key: stack(key) for key in steps[0]}
 
     def get_weights(self) -> Any:
         return self.component.get_weights()

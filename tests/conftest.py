@@ -73,3 +73,18 @@ def assert_all_grads(module: torch.nn.Module) -> None:
     for name, p in module.named_parameters():
         assert p.grad is not None, f"{name} got no gradient"
         assert p.grad.abs().sum() > 0, f"{name} got an all-zero gradient"
+
+
+def rollout_form(rollout: dict) -> dict:
+    """A hand-made time-major rollout with ``next_obs`` ``[T, B, ...]`` (tensors) in the form the learners take
+    (rlrun/execution/sample_batch.py): ``next_obs`` replaced by ``last_obs`` (its last step) and the final
+    observations of the steps where an episode ended (``final_obs`` at the flat steps ``final_index``)."""
+    out = {k: v for k, v in rollout.items() if k != "next_obs"}
+    next_obs = rollout["next_obs"]
+    T, B = rollout["rewards"].shape
+    done = (rollout["terminated"].bool() | rollout["truncated"].bool()).reshape(-1)
+    index = done.nonzero().squeeze(1)
+    out["last_obs"] = next_obs[-1]
+    out["final_obs"] = next_obs.reshape(T * B, *next_obs.shape[2:])[index]
+    out["final_index"] = index
+    return out

@@ -28,21 +28,21 @@ def factory() -> GymEnvFactory:
 
 def test_sample_records_transitions_extras_and_the_last_observation() -> None:
     worker = RolloutWorker(factory(), PushLeft(), num_envs=3, seed=7)
+    first = worker.obs.copy()
     batch = worker.sample(40)  # pushing left ends a CartPole episode in ~10 steps: several episodes end
     assert batch.env_steps == 120 and batch.num_steps == 40 and batch.num_envs == 3
+    assert batch.obs.shape == (41, 3, 4) and batch.actions.shape == batch.rewards.shape == (40, 3)
     assert (batch.actions == 0).all() and len(batch.episode_returns) >= 6
-    np.testing.assert_array_equal(batch.extras["x0"], batch.obs[:, 0])  # recorded at acting time
-    obs_tm, next_tm = batch.time_major(batch.obs), batch.time_major(batch.next_obs)
-    assert obs_tm.shape == (40, 3, 4)
-    done_tm = batch.time_major(batch.terminated | batch.truncated)
-    # Within an episode next_obs[t] is obs[t + 1]; at an episode end it is the real final observation instead.
-    for t in range(39):
-        for b in range(3):
-            if not done_tm[t, b]:
-                np.testing.assert_array_equal(next_tm[t, b], obs_tm[t + 1, b])
-            else:
-                assert not np.array_equal(next_tm[t, b], obs_tm[t + 1, b])
-                assert abs(next_tm[t, b, 2]) > 0.2 or abs(next_tm[t, b, 0]) > 2.4  # terminal: pole or cart out
+    np.testing.assert_array_equal(batch.obs[0], first)
+    np.testing.assert_array_equal(batch.extras["x0"], batch.obs[:-1, :, 0])  # recorded at acting time
+    done = batch.terminated | batch.truncated
+    assert batch.final_obs.shape == (int(done.sum()), 4) == (len(batch.episode_returns), 4)
+    # Every final observation is terminal (pole or cart out), and differs from the reset observation after it.
+    for k, (t, b) in enumerate(zip(*np.nonzero(done), strict=True)):
+        final = batch.final_obs[k]
+        assert abs(final[2]) > 0.2 or abs(final[0]) > 2.4
+        assert not np.array_equal(final, batch.obs[t + 1, b])
+        assert abs(batch.obs[t + 1, b]).max() <= 0.05  # CartPole resets within +-0.05
     np.testing.assert_array_equal(batch.last_obs, worker.obs)
     assert sum(batch.episode_lengths) <= 120
     worker.close()
@@ -65,7 +65,7 @@ def test_state_roundtrip_continues_identically() -> None:
 
 # ---------------------------------------------------------------------------------------------------- pipelined
 
-FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "last_obs")
+FIELDS = ("obs", "actions", "rewards", "final_obs", "terminated", "truncated", "last_obs")
 
 
 class HashPolicy:

@@ -89,7 +89,7 @@ class A2CAgent(OnPolicyAgent):
     @api
     def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
-        update): keys obs, actions, rewards, next_obs, terminated, truncated (and raw_action for Box actions).
+        update): keys as ``rollout_from_samples`` makes them (and raw_action for Box actions).
         n-step / GAE advantages under the current weights, then one gradient step on the A2C loss over all
         ``T * B`` steps (through the device strategy's update if set)."""
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())

@@ -127,15 +127,9 @@ class ApexActor(Component):
         rollouts per env copy) with their priorities into ``batch.info["transitions"]``; the rollout's own
         observations are dropped (the learner needs only the transitions, and on Ray they need not travel)."""
         obs_space, act_space = self.input_spaces["obs"], self.input_spaces["actions"]
-        b = batch.num_envs
-        flat_obs, flat_next = sp.flatten(obs_space, batch.obs), sp.flatten(obs_space, batch.next_obs)
         chunks = []
         for t in range(batch.num_steps):
-            rows = slice(t * b, (t + 1) * b)
-            out = self.n_step.add(sp.unflatten(obs_space, {k: v[rows] for k, v in flat_obs.items()}),
-                                  batch.actions[rows], batch.rewards[rows],
-                                  sp.unflatten(obs_space, {k: v[rows] for k, v in flat_next.items()}),
-                                  batch.terminated[rows], batch.truncated[rows])
+            out = self.n_step.add(*batch.step(t))
             if len(out["reward"]):
                 chunks.append(out)
         space = records_space(obs_space, act_space)
@@ -149,7 +143,7 @@ class ApexActor(Component):
             priorities = np.zeros(0, np.float32)
         numpy = sp.unflatten(space, {k: v.numpy() for k, v in sp.flatten(space, records).items()})
         info = {**batch.info, TRANSITIONS: {"records": numpy, "priorities": priorities}}
-        return replace(batch, obs=None, next_obs=None, last_obs=None, info=info)
+        return replace(batch, obs=None, final_obs=None, info=info)
 
     @api
     def get_weights(self) -> dict[str, torch.Tensor]:

@@ -81,12 +81,14 @@ class DQNAgent(Component):
         return self.exploration.get_actions(self.q(obs), explore)
 
     @api
-    def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any, truncated: Any = None,
-                num_envs: int = 1) -> None:
-        """Store a batch of transitions, rows ``[T * num_envs]`` step-major as a worker returns them.
+    def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any,
+                truncated: Any = None) -> None:
+        """Store transitions (rows ``[N, ...]``: ``SampleBatch.transitions``). With ``n_step > 1`` the rows must be
+        one time step of the ``B`` env copies (``SampleBatch.step``): they go through the n-step aggregator, which
+        follows the copies from step to step and stores the transitions whose windows are complete.
 
         ``terminated`` steps get discount 0; time-limit ``truncated`` ones bootstrap from ``next_obs`` (the real
-        final observation). With ``n_step > 1`` the rows go through the n-step aggregator one step at a time.
+        final observation).
         """
         if self.n_step is None:
             discount = self.cfg.gamma * (1.0 - np.asarray(terminated, dtype=np.float32))
@@ -94,13 +96,9 @@ class DQNAgent(Component):
                                 "discount": discount})
         else:
             truncated = np.zeros_like(terminated) if truncated is None else truncated
-            obs_space = self.input_spaces["obs"]
-            for t in range(len(rewards) // num_envs):
-                rows = slice(t * num_envs, (t + 1) * num_envs)
-                step = self.n_step.add(_rows(obs_space, obs, rows), actions[rows], rewards[rows],
-                                       _rows(obs_space, next_obs, rows), terminated[rows], truncated[rows])
-                if len(step["reward"]):
-                    self.memory.insert(step)
+            step = self.n_step.add(obs, actions, rewards, next_obs, terminated, truncated)
+            if len(step["reward"]):
+                self.memory.insert(step)
         self.exploration.advance(len(rewards))
 
     @api
@@ -136,10 +134,6 @@ class DQNAgent(Component):
             self.exploration.timestep.copy_(timestep)
 
 
-def _rows(space: sp.Space, value: Any, rows: slice) -> Any:
-    return sp.unflatten(space, {k: v[rows] for k, v in sp.flatten(space, value).items()})
-
-
 class DQN(Algorithm):
     """The plan: sample from the worker set, store to replay, learn at the configured replay ratio."""
 
@@ -172,8 +166,11 @@ class DQN(Algorithm):
         result = IterationResult()
         for batch in self.workers.sample(self.cfg.rollout_steps):
             with self.timer("replay"):
-                self.agent.observe(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated,
-                                   batch.truncated, batch.num_envs)
+                # one insert of all T * B rows; through the n-step aggregator one step of the copies at a time
+                steps = ([batch.transitions()] if self.agent.n_step is None
+                         else [batch.step(t) for t in range(batch.num_steps)])
+                for step in steps:
+                    self.agent.observe(*step)
             result.add_batch(batch)
         self.env_steps += result.env_steps
         if self.env_steps < self.cfg.learning_starts:

@@ -11,9 +11,9 @@ synchronous actor-critic with V-trace targets, and still learns. The policy lag 
 weights version an unroll was acted with) is reported as ``learn/policy_lag_mean`` / ``learn/policy_lag_max``.
 
 Episode ends: a termination ends the trace (discount 0); a time-limit truncation also cuts it (the next row is a
-new episode) but bootstraps from the value of the episode's real final observation (``next_obs`` of that row),
-folded into the reward as :func:`rlrun.ops.truncation_aware_gae` does. The unroll's own bootstrap is
-V(``next_obs[T - 1]``): the observation the next unroll starts from where the copy goes on (the batch's
+new episode) but bootstraps from the value of the episode's real final observation (the rollout's ``final_obs``),
+folded into the reward as :func:`rlrun.ops.truncation_aware_gae` does. The unroll's own bootstrap is the value of
+step T - 1's next observation: the one the next unroll starts from where the copy goes on (the batch's
 ``last_obs``), the final observation where it ended.
 
 Optional LSTM core (``use_lstm``, IMPALA's Atari network): torso -> LSTM -> policy/value head. The acting policy
@@ -53,7 +53,7 @@ from rlrun.components.networks import LSTMCore, make_torso, orthogonal_init_tors
 from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
-from rlrun.ops import explained_variance
+from rlrun.ops import explained_variance, next_obs_rows
 
 State = tuple[torch.Tensor, ...] | None
 """A recurrent state: ``(h, c)`` of the LSTM core, then ``(h, c)`` of the critic's core when the critic has its
@@ -278,32 +278,38 @@ class IMPALAAgent(Component):
                        first: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(rewards, discounts, bootstrap_value)`` for V-trace under the current weights (no gradient):
         ``discounts = gamma (1 - done)``; at a truncation (not a termination) the reward gets
-        ``+ gamma V(s'_t)`` of the episode's final observation ``next_obs[t]``; ``bootstrap_value`` is
-        V(``next_obs[T - 1]``) (with an LSTM: from the state after step T - 1)."""
+        ``+ gamma V(s'_t)`` of the episode's final observation; ``bootstrap_value`` is V(s'_{T-1}) (the rollout's
+        ``last_obs``, or the final observation where an episode ended at T - 1; with an LSTM: from the state after
+        step T - 1)."""
         cfg = self.cfg
         rewards = rollout["rewards"].float()
         terminated = rollout["terminated"].to(rewards.dtype)
         truncated_only = rollout["truncated"].to(rewards.dtype) * (1.0 - terminated)
         done = torch.clamp(terminated + rollout["truncated"].to(rewards.dtype), max=1.0)
         T, B = rewards.shape
-        next_obs = rollout["next_obs"]
+
+        def next_obs(rows: torch.Tensor) -> Any:  # the real next observations of flat steps t * B + b, [R, ...]
+            return next_obs_rows(rollout["obs"], rollout["last_obs"], rollout["final_obs"], rollout["final_index"],
+                                 rows)
+
         with torch.no_grad():
-            _, v_last, _ = self.network.unroll(_tree(lambda x: x[T - 1:T], next_obs), final_state)
+            last = torch.arange((T - 1) * B, T * B, device=rollout["final_index"].device)
+            _, v_last, _ = self.network.unroll(_add_time(next_obs(last)), final_state)
             bootstrap = v_last[0]
             next_values = torch.zeros_like(rewards)
             next_values[T - 1] = bootstrap
             mid = truncated_only[:T - 1].bool()
             if mid.any():
                 if not cfg.use_lstm:  # all truncated rows at once, as one batch of observations
-                    rows = _tree(lambda x: x[:T - 1][mid], next_obs)
-                    next_values[:T - 1][mid] = self.network.unroll(_add_time(rows))[1][0]
+                    rows = mid.reshape(-1).nonzero().squeeze(1).to(rollout["final_index"].device)
+                    next_values[:T - 1][mid] = self.network.unroll(_add_time(next_obs(rows)))[1][0]
                 else:  # rare: the state after step t of copy b, by unrolling that copy up to t
                     for t, b in torch.nonzero(mid).tolist():
                         col = slice(b, b + 1)
                         prefix = _tree(lambda x, t=t, col=col: x[:t + 1, col], rollout["obs"])
                         _, _, s = self.network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
-                        final_obs = _tree(lambda x, t=t, col=col: x[t:t + 1, col], next_obs)
-                        v = self.network.unroll(final_obs, s)[1]
+                        row = torch.tensor([t * B + b], device=rollout["final_index"].device)
+                        v = self.network.unroll(_add_time(next_obs(row)), s)[1]
                         next_values[t, b] = v[0, 0]
         rewards = rewards + cfg.gamma * truncated_only * next_values
         return rewards, cfg.gamma * (1.0 - done), bootstrap
@@ -322,8 +328,8 @@ class IMPALAAgent(Component):
     @api
     def update(self, batch: dict[str, Any]) -> dict[str, Any]:
         """One gradient step on a time-major batch of unrolls ``[T, B, ...]`` (``rollout_from_samples``): keys
-        obs, actions, rewards, next_obs, terminated, truncated and the extras ``get_actions`` recorded. Returns
-        the loss terms (``loss`` before the step) and V-trace statistics."""
+        obs, last_obs, final_obs, final_index, actions, rewards, terminated, truncated and the extras ``get_actions``
+        recorded. Returns the loss terms (``loss`` before the step) and V-trace statistics."""
         rollout, cfg = batch, self.cfg
         lr = self.set_learning_rate()
         first, state0 = self._first_and_state(rollout)

@@ -30,7 +30,7 @@ from rlrun.components.normalizers import RewardScaler
 from rlrun.components.optimizers import GradientStep
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
-from rlrun.ops import flatten_time, truncation_aware_gae
+from rlrun.ops import flatten_time, map_nest, next_obs_rows, truncation_aware_gae
 
 log = logging.getLogger(__name__)
 
@@ -38,34 +38,56 @@ log = logging.getLogger(__name__)
 
 
 def rollout_from_samples(batches: list[Any], obs_space: sp.Space, device: torch.device) -> dict[str, Any]:
-    """The sample batches of a worker set as one time-major rollout ``[T, B_total, ...]`` of torch tensors on
-    ``device`` (workers side by side along B; they must share T): obs, actions, rewards, next_obs, terminated,
-    truncated, and the extras the policy recorded while acting (log_prob, raw_action)."""
+    """The sample batches of a worker set as one time-major rollout of torch tensors on ``device`` (workers side by
+    side along B; they must share T), in the form of ``rlrun/execution/sample_batch.py``: ``obs`` ``[T, B, ...]``
+    (acted on), ``last_obs`` ``[B, ...]``, ``final_obs`` ``[K, ...]`` at the flat steps ``final_index`` ``[K]``
+    (:func:`rlrun.ops.next_obs_rows` reads the next observations from these), actions, rewards, terminated,
+    truncated ``[T, B]``, and the extras the policy recorded while acting (log_prob, raw_action)."""
+    def joined(get: Callable[[Any], Any], axis: int = 1) -> Any:
+        parts = [get(b) for b in batches]
+        return parts[0] if len(parts) == 1 else map_nest(lambda *xs: np.concatenate(xs, axis=axis), *parts)
 
-    def time_major(get: Callable[[Any], Any], space: sp.Space | None = None) -> Any:
-        parts = [b.time_major(get(b)) for b in batches]
-        if space is None or not sp.is_nested(space):
-            joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
-            return torch.as_tensor(joined).to(device) if space is None else sp.to_torch(space, joined, device)
-        flats = [sp.flatten(space, p) for p in parts]
-        joined = sp.unflatten(space, {k: np.concatenate([f[k] for f in flats], axis=1) for k in flats[0]})
-        return sp.to_torch(space, joined, device)
+    total = sum(b.num_envs for b in batches)
+    index, offset = [], 0
+    for b in batches:  # each batch's flat steps t * B_j + b as steps of the joined rollout, t * B + offset + b
+        t, col = divmod(b.final_index(), b.num_envs)
+        index.append(t * total + offset + col)
+        offset += b.num_envs
+    final_index = np.concatenate(index)
+    order = np.argsort(final_index, kind="stable")
+    final_obs = map_nest(lambda x: x[order], joined(lambda b: b.final_obs, axis=0))
 
-    out = {"obs": time_major(lambda b: b.obs, obs_space), "next_obs": time_major(lambda b: b.next_obs, obs_space),
-           "actions": time_major(lambda b: b.actions), "rewards": time_major(lambda b: b.rewards),
-           "terminated": time_major(lambda b: b.terminated), "truncated": time_major(lambda b: b.truncated)}
+    def obs(x: Any) -> Any:
+        return sp.to_torch(obs_space, x, device)
+
+    out = {"obs": obs(joined(lambda b: b.acted_obs)), "last_obs": obs(joined(lambda b: b.last_obs, axis=0)),
+           "final_obs": obs(final_obs), "final_index": torch.as_tensor(final_index[order], device=device)}
+    for key in ("actions", "rewards", "terminated", "truncated"):
+        out[key] = torch.as_tensor(joined(lambda b, k=key: getattr(b, k))).to(device)
     for key in batches[0].extras:
-        out[key] = time_major(lambda b, k=key: b.extras[k])
+        out[key] = torch.as_tensor(joined(lambda b, k=key: b.extras[k])).to(device)
     return out
 
 
-def _take_rows(x: Any, rows: torch.Tensor) -> Any:
-    """Rows ``rows`` of ``[N, ...]`` leafwise (dicts and tuples of tensors)."""
-    if isinstance(x, dict):
-        return {k: _take_rows(v, rows) for k, v in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(_take_rows(v, rows) for v in x)
-    return x.index_select(0, rows.to(x.device))
+def rollout_from_steps(steps: list[dict[str, Any]], obs_space: sp.Space, device: torch.device) -> dict[str, Any]:
+    """Steps an application observed (``rlrun.make_agent``: per step ``obs``, ``next_obs`` (the real next
+    observation), actions, rewards, terminated, truncated and the acting extras, ``[B, ...]`` each) as the rollout
+    :func:`rollout_from_samples` makes."""
+    def stack(key: str) -> Any:
+        return map_nest(lambda *xs: np.stack([_numpy(x) for x in xs]), *(s[key] for s in steps))
+
+    done = stack("terminated").astype(bool) | stack("truncated").astype(bool)
+    final_index = np.flatnonzero(done.reshape(-1))
+    t, b = divmod(final_index, done.shape[1])
+    next_obs = stack("next_obs")
+    out = {"obs": sp.to_torch(obs_space, stack("obs"), device),
+           "last_obs": sp.to_torch(obs_space, map_nest(lambda x: x[-1], next_obs), device),
+           "final_obs": sp.to_torch(obs_space, map_nest(lambda x: x[t, b], next_obs), device),
+           "final_index": torch.as_tensor(final_index, device=device)}
+    for key in steps[0]:
+        if key not in ("obs", "next_obs"):
+            out[key] = torch.as_tensor(stack(key), device=device)
+    return out
 
 
 def _numpy(x: Any) -> np.ndarray:
@@ -199,20 +221,11 @@ class OnPolicyAgent(Component):
                             "terminated": terminated, "truncated": truncated, **extras})
 
     def _collected(self) -> dict[str, Any]:
-        """The ``observe()``'d steps as a time-major rollout ``[T, B, ...]`` of torch tensors."""
+        """The ``observe()``'d steps as a time-major rollout (:func:`rollout_from_steps`)."""
         if not self._steps:
             raise RuntimeError(f"{self.name}.update(): no batch given and no steps observe()'d since the last update")
         steps, self._steps = self._steps, []
-        obs_space = self.input_spaces["obs"]
-
-        def stack(key: str) -> Any:
-            if key in ("obs", "next_obs"):
-                flats = [sp.flatten(obs_space, s[key]) for s in steps]
-                leaves = {k: np.stack([_numpy(f[k]) for f in flats]) for k in flats[0]}
-                return sp.to_torch(obs_space, sp.unflatten(obs_space, leaves), self.device)
-            return torch.as_tensor(np.stack([_numpy(s[key]) for s in steps]), device=self.device)
-
-        return {key: stack(key) for key in steps[0]}
+        return rollout_from_steps(steps, self.input_spaces["obs"], self.device)
 
     # ------------------------------------------------------------------ learning
 
@@ -229,14 +242,16 @@ class OnPolicyAgent(Component):
     def bootstrap_values(self, rollout: dict[str, Any]) -> torch.Tensor:
         """``V(s'_t)`` ``[T, B]`` where :func:`truncation_aware_gae` reads it: after a time-limit truncation and at
         the last step; 0 elsewhere (never read: there ``s'_t`` is ``s_{t+1}``, whose value is ``values[t + 1]``).
-        One value pass over those rows only, instead of over every ``next_obs`` (which doubled the update's value
-        forward work: benchmarks/learner_throughput.py)."""
+        One value pass over those rows only (:func:`rlrun.ops.next_obs_rows`), instead of over every next
+        observation (which doubled the update's value forward work: benchmarks/learner_throughput.py)."""
         T, B = rollout["rewards"].shape
         needed = rollout["truncated"].bool() & ~rollout["terminated"].bool()
         needed[-1] = True
         rows = needed.reshape(-1).nonzero().squeeze(1)
         out = torch.zeros(T * B, device=rows.device)
-        out[rows] = self.network.get_value(_take_rows(flatten_time(rollout["next_obs"]), rows)).float()
+        next_obs = next_obs_rows(rollout["obs"], rollout["last_obs"], rollout["final_obs"], rollout["final_index"],
+                                 rows)
+        out[rows] = self.network.get_value(next_obs).float()
         return out.reshape(T, B).to(rollout["rewards"].device)
 
     def normalize_rollout(self, rollout: dict[str, Any]) -> dict[str, Any]:

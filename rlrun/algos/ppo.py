@@ -63,7 +63,7 @@ class PPOAgent(OnPolicyAgent):
     @api
     def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
-        update): keys obs, actions, rewards, next_obs, terminated, truncated, log_prob (and raw_action for Box
+        update): keys as ``rollout_from_samples`` makes them, log_prob (and raw_action for Box
         actions). GAE advantages and returns under the current weights, then ``num_epochs`` epochs of shuffled
         minibatch steps on the PPO loss. Returns the mean loss terms over the gradient steps."""
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())

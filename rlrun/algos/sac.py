@@ -257,9 +257,9 @@ class SACAgent(Component):
     @api
     def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any,
                 truncated: Any = None) -> None:
-        """Store a batch of transitions (rows ``[N]``, as a worker returns them): env actions are mapped back to
-        ``[-1, 1]``; ``terminated`` steps get discount 0, time-limit ``truncated`` ones bootstrap from ``next_obs``
-        (the real final observation), so ``truncated`` is not needed beyond that."""
+        """Store transitions (rows ``[N]``, ``SampleBatch.transitions``): env actions
+        are mapped back to ``[-1, 1]``; ``terminated`` steps get discount 0, time-limit ``truncated`` ones
+        bootstrap from ``next_obs`` (the real final observation), so ``truncated`` is not needed beyond that."""
         a = (torch.as_tensor(np.asarray(actions), dtype=torch.float32, device=self.action_scale.device)
              - self.action_bias) / self.action_scale
         discount = self.cfg.gamma * (1.0 - np.asarray(terminated, dtype=np.float32))
@@ -387,8 +387,7 @@ class SAC(Algorithm):
         result = IterationResult()
         for batch in self.workers.sample(self.cfg.rollout_steps):
             with self.timer("replay"):
-                self.agent.observe(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated,
-                                   batch.truncated)
+                self.agent.observe(*batch.transitions())
             result.add_batch(batch)
         self.env_steps += result.env_steps
         if self.env_steps < self.cfg.learning_starts:

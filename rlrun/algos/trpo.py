@@ -155,7 +155,7 @@ class TRPOAgent(OnPolicyAgent):
     @api
     def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
-        update; keys obs, actions, rewards, next_obs, terminated, truncated, and raw_action for Box actions; the
+        update; keys as ``rollout_from_samples`` makes them, and raw_action for Box actions; the
         behaviour log-probabilities are not needed, the policy before the update is the behaviour policy): GAE
         advantages and returns under the current weights, one TRPO step of the policy on all ``T * B`` steps, then
         ``vf_epochs`` epochs of value minibatch steps.

@@ -15,7 +15,8 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from rlrun.execution.rollout_worker import EnvFactory, Policy, RolloutWorker, SampleBatch
+from rlrun.execution.rollout_worker import EnvFactory, Policy, RolloutWorker
+from rlrun.execution.sample_batch import SampleBatch
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import (
     PolicyFactory,

@@ -8,11 +8,11 @@ started. The worker-set contract is in ``rlrun/execution/worker_set.py``; here i
 - **Workers.** ``num_workers`` actors (:class:`RemoteRolloutWorker`, ``cpus_per_worker`` CPUs each), each a
   :class:`~rlrun.execution.rollout_worker.RolloutWorker` with ``num_envs_per_worker`` env copies and one torch
   thread (``worker_torch_threads``), acting with the policy its ``policy_factory(worker_index)`` builds.
-- **Transfer.** A rollout comes back through Ray's object store without its ``next_obs``: in a rollout
-  ``next_obs[t]`` is ``obs[t + 1]`` except where an episode ended, so the worker sends the final observations of
-  those rows only and the driver rebuilds ``next_obs`` (:func:`pack` / :func:`unpack`). That halves the frames
-  moved per rollout (100 x 4 x 84 x 84 uint8 is 2.7 MiB: ~3 ms through the object store on this machine class).
-  The driver copies the arrays out of the object store (writable, and the object is freed at once).
+- **Transfer.** A rollout comes back through Ray's object store in the form it was made in
+  (``rlrun/execution/sample_batch.py``: each observation once, ``[T + 1, B]``, plus the final observations of
+  the episodes that ended; there is no ``next_obs`` to drop or rebuild; 100 x 4 x 84 x 84 uint8 is 2.7 MiB:
+  ~3 ms through the object store on this machine class). The driver copies the arrays out of the object store
+  (:func:`owned`: writable, and the object is freed at once).
   ``observation_transfer=shared_memory`` (default) keeps a worker's observations out of the object store when it
   runs on the driver's node: each request carries a shared-memory slot the driver lends it, the worker writes the
   observations there, and the driver copies them out and lends the slot again
@@ -39,7 +39,7 @@ started. The worker-set contract is in ``rlrun/execution/worker_set.py``; here i
   ``executor/replay_shard_restarts`` (``max_replay_shard_restarts``).
 - **Timing** (``metrics()``): ``time/env_step_s`` and ``time/inference_s`` summed over workers (they run in
   parallel, so the sum may exceed the wall time), ``time/transfer_s`` (the driver's share of moving rollouts and
-  weights: getting, unpacking, putting), ``time/wait_s`` (the driver blocked until a rollout was ready), and the
+  weights: getting, copying out, putting), ``time/wait_s`` (the driver blocked until a rollout was ready), and the
   plan's own ``learn``/``replay``.
 """
 
@@ -56,7 +56,8 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.errors import ConfigError, RlrunError
-from rlrun.execution.rollout_worker import EnvFactory, Policy, RolloutWorker, SampleBatch
+from rlrun.execution.rollout_worker import EnvFactory, Policy, RolloutWorker
+from rlrun.execution.sample_batch import SampleBatch, map_nest
 from rlrun.execution.shared_memory_transfer import (
     MIN_SHARED_BYTES,
     SharedArrays,
@@ -84,43 +85,21 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------------------------------- transfer
 
 
-def pack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
-    """The batch without ``next_obs`` (``None``): the rows where an episode ended keep their real final observation
-    in ``extras["_final_obs/<leaf>"]`` and their row numbers in ``extras["_final_rows"]``; :func:`unpack` rebuilds
-    the rest from ``obs`` and ``last_obs``."""
-    if batch.obs is None:  # a postprocess hook moved what the learner needs into info (Ape-X): nothing to rebuild
-        return replace(batch, info=to_wire(batch.info))
-    done = np.flatnonzero(batch.terminated | batch.truncated)
-    extras = dict(batch.extras)
-    extras["_final_rows"] = done
-    for key, value in sp.flatten(space, batch.next_obs).items():
-        extras[f"_final_obs/{key}"] = value[done]
-    return replace(batch, next_obs=None, extras=extras, info=to_wire(batch.info))
+def batch_to_wire(batch: SampleBatch) -> SampleBatch:
+    """The batch as a worker sends it: its ``info`` tensors as numpy arrays (``worker_set.to_wire``)."""
+    return replace(batch, info=to_wire(batch.info))
 
 
-def unpack(batch: SampleBatch, space: sp.Space) -> SampleBatch:
-    """Inverse of :func:`pack`, copying every array out of the object store (writable arrays; the store's object
-    can be freed once the returned batch is built). ``next_obs[t] = obs[t + 1]`` row-wise (``last_obs`` after the
-    last step), with each ended episode's row replaced by its final observation."""
-    extras = {k: v for k, v in batch.extras.items() if not k.startswith("_final")}
-    if batch.obs is None:  # packed without observations (see pack)
-        return replace(batch, actions=np.array(batch.actions), rewards=np.array(batch.rewards),
-                       terminated=np.array(batch.terminated), truncated=np.array(batch.truncated),
-                       extras={k: np.array(v) for k, v in extras.items()}, info=from_wire(batch.info))
-    rows = batch.extras["_final_rows"]
-    b = batch.num_envs
-    obs, last = sp.flatten(space, batch.obs), sp.flatten(space, batch.last_obs)
-    obs_out, next_out, last_out = {}, {}, {}
-    for key, value in obs.items():
-        nxt = np.empty_like(value)
-        nxt[:-b] = value[b:]
-        nxt[-b:] = last[key]
-        nxt[rows] = batch.extras[f"_final_obs/{key}"]
-        obs_out[key], next_out[key], last_out[key] = np.array(value), nxt, np.array(last[key])
-    return replace(batch, obs=sp.unflatten(space, obs_out), next_obs=sp.unflatten(space, next_out),
-                   last_obs=sp.unflatten(space, last_out), actions=np.array(batch.actions),
+def owned(batch: SampleBatch) -> SampleBatch:
+    """A batch fetched from the object store (observations possibly viewing a lent shared-memory slot) with every
+    array copied into this process (writable; the store's object and the slot can be freed at once) and its
+    ``info`` back from the wire."""
+    def copy(x: Any) -> Any:
+        return map_nest(np.array, x) if x is not None else None
+
+    return replace(batch, obs=copy(batch.obs), final_obs=copy(batch.final_obs), actions=np.array(batch.actions),
                    rewards=np.array(batch.rewards), terminated=np.array(batch.terminated),
-                   truncated=np.array(batch.truncated), extras={k: np.array(v) for k, v in extras.items()},
+                   truncated=np.array(batch.truncated), extras={k: np.array(v) for k, v in batch.extras.items()},
                    info=from_wire(batch.info))
 
 
@@ -164,12 +143,12 @@ class RemoteRolloutWorker:
             set_policy_weights(self.worker.policy, from_wire(weights))
         batch = self.worker.sample(num_steps, explore)
         t0 = time.perf_counter()
-        packed = pack(batch, self.space)
-        if slot is not None and packed.obs is not None:
-            shared = self._slots.write(slot, sp.flatten(self.space, packed.obs))
+        sent = batch_to_wire(batch)
+        if slot is not None and sent.obs is not None:
+            shared = self._slots.write(slot, sp.flatten(self.space, sent.obs))
             if shared is not None:
-                packed = replace(packed, obs=shared)
-        return replace(packed, transfer_seconds=time.perf_counter() - t0)
+                sent = replace(sent, obs=shared)
+        return replace(sent, transfer_seconds=time.perf_counter() - t0)
 
     def sample_split(self, num_steps: int, explore: bool, weights: Any, keys: Sequence[str],
                      slot: Slot | None = None) -> tuple:
@@ -320,7 +299,7 @@ class RayWorkerSet:
             batch = ray.get(ref)
             if isinstance(batch.obs, SharedArrays):
                 batch = replace(batch, obs=sp.unflatten(self.space, self._pool.views(batch.obs)))
-            batch = unpack(batch, self.space)  # copies the observations out of the slot
+            batch = owned(batch)  # copies the observations out of the slot or the store
         finally:
             if slot is not None:
                 self._pool.give_back(slot)
@@ -383,7 +362,7 @@ class RayWorkerSet:
         observations too small to gain, a worker on another node, or every slot of the worker lent."""
         if self._pool is None:
             return None
-        nbytes = slot_bytes(self._obs_leaf_bytes, int(num_steps) * self.envs_per_worker)
+        nbytes = slot_bytes(self._obs_leaf_bytes, (int(num_steps) + 1) * self.envs_per_worker)  # obs [T + 1, B]
         if nbytes < MIN_SHARED_BYTES or not self._shared_memory_for(w):
             return None
         return self._pool.lend(w, nbytes)

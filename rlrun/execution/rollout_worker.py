@@ -9,13 +9,13 @@ between, nor on where the worker runs: worker 0 in this process and worker 0 in 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from rlrun import spaces as sp
+from rlrun.execution.sample_batch import SampleBatch, map_nest, stack_nests
 
 
 class EnvFactory(Protocol):
@@ -56,63 +56,6 @@ class Policy(Protocol):
 
 VECTOR_MODES = ("sync", "async", "serial", "pipelined")
 PIPELINE_GROUPS = 2  # vector_mode=pipelined: groups of env copies, one stepping while the policy acts on another
-
-
-@dataclass
-class SampleBatch:
-    """Transitions from ``num_envs`` env copies over ``T`` agent steps, flattened to ``N = T * num_envs`` rows.
-
-    ``next_obs`` of a finished copy is its real final observation. ``episodes`` holds (return, length) of every
-    episode that ended in this batch. ``env_seconds``/``inference_seconds`` time the two acting stages.
-    """
-
-    obs: Any
-    actions: np.ndarray
-    rewards: np.ndarray
-    next_obs: Any
-    terminated: np.ndarray
-    truncated: np.ndarray
-    episode_returns: list[float] = field(default_factory=list)
-    episode_lengths: list[int] = field(default_factory=list)
-    env_seconds: float = 0.0
-    inference_seconds: float = 0.0
-    num_envs: int = 1
-    extras: dict[str, np.ndarray] = field(default_factory=dict)
-    """Per-step policy outputs recorded at acting time (rows as for ``actions``)."""
-    last_obs: Any = None
-    """The observation after the last step of every env copy ``[B, ...]`` (a reset one where a copy finished):
-    what an on-policy learner bootstraps from."""
-    game_scores: list[float] = field(default_factory=list)
-    """Raw scores of the whole games that ended in this batch (Atari: unclipped rewards over all lives, from
-    ``rlrun.envs.atari.games_from_infos``); empty for envs without the ``game_score`` info (CartPole)."""
-    game_lengths: list[int] = field(default_factory=list)
-    """Agent steps of those games, in the same order."""
-    transfer_seconds: float = 0.0
-    """Seconds spent packing this batch for another process (Ray executor; 0 in-process)."""
-    info: dict[str, Any] = field(default_factory=dict)
-    """Worker-computed data that is not one value per row (a ``postprocess_batch`` hook's gradients, statistics):
-    a nest of tensors, arrays and numbers; tensors travel between processes as numpy arrays."""
-    postprocess_seconds: float = 0.0
-    """Seconds of the policy's ``postprocess_batch`` hook in the worker (0 without one)."""
-
-    @property
-    def env_steps(self) -> int:
-        return int(self.rewards.shape[0])
-
-    @property
-    def num_steps(self) -> int:
-        """T: agent steps per env copy in this batch."""
-        return self.env_steps // self.num_envs
-
-    def time_major(self, rows: Any) -> Any:
-        """Rows ``[T * B, ...]`` (this batch's order: step-major) as ``[T, B, ...]``; nests are reshaped leafwise."""
-        def reshape(x: Any) -> Any:
-            return x.reshape(self.num_steps, self.num_envs, *x.shape[1:])
-        if isinstance(rows, dict):
-            return {k: self.time_major(v) for k, v in rows.items()}
-        if isinstance(rows, tuple):
-            return tuple(self.time_major(v) for v in rows)
-        return reshape(rows)
 
 
 def _stack(space: sp.Space, values: list[Any]) -> Any:
@@ -283,8 +226,7 @@ class RolloutWorker:
                 torch.cuda.set_rng_state(outer_cuda, self.device)
 
     def _sample(self, num_steps: int, explore: bool) -> SampleBatch:
-        space = self.spec.observation_space
-        obs_l, act_l, rew_l, next_l, term_l, trunc_l = [], [], [], [], [], []
+        obs_l, act_l, rew_l, term_l, trunc_l, final_l = [], [], [], [], [], []
         extras_l: dict[str, list[np.ndarray]] = {}
         returns: list[float] = []
         lengths: list[int] = []
@@ -308,7 +250,6 @@ class RolloutWorker:
                 done = terminated | truncated
                 if self._reset_episodes is not None:
                     self._reset_episodes(done)
-                real_next = next_obs
                 obs_l.append(self.obs)
                 act_l.append(actions_np)
                 rew_l.append(rewards.astype(np.float32, copy=False))
@@ -317,34 +258,40 @@ class RolloutWorker:
                 self._returns += rewards
                 self._lengths += 1
                 if done.any():
-                    real_next = with_final_obs(space, next_obs, info, done)
+                    final = info["final_obs"]
                     for i in np.flatnonzero(done):
+                        final_l.append(final[i])
                         returns.append(float(self._returns[i]))
                         lengths.append(int(self._lengths[i]))
                         self._returns[i] = 0.0
                         self._lengths[i] = 0
                     if "final_info" in info:
                         games += _games_from_infos(info, done)
-                next_l.append(real_next)
                 self.obs = next_obs
-        return SampleBatch(_stack(space, obs_l), np.concatenate(act_l), np.concatenate(rew_l),
-                           _stack(space, next_l), np.concatenate(term_l), np.concatenate(trunc_l),
-                           returns, lengths, env_s, inf_s, self.num_envs,
-                           {k: np.concatenate(v) for k, v in extras_l.items()}, self.obs,
+        obs_l.append(self.obs)
+        return SampleBatch(stack_nests(obs_l), np.stack(act_l), np.stack(rew_l), np.stack(term_l), np.stack(trunc_l),
+                           self._finals(final_l), returns, lengths, env_s, inf_s,
+                           {k: np.stack(v) for k, v in extras_l.items()},
                            [s for s, _ in games], [n for _, n in games])
+
+    def _finals(self, finals: list[Any]) -> Any:
+        """The final observations of the episodes that ended, stacked ``[K, ...]`` (empty leaves where K = 0)."""
+        if finals:
+            return stack_nests([map_nest(np.asarray, f) for f in finals])
+        return map_nest(lambda x: np.empty((0, *np.shape(x)[1:]), np.asarray(x).dtype), self.obs)
 
     def _sample_pipelined(self, num_steps: int, explore: bool) -> SampleBatch:
         """:meth:`_sample` with the copies in groups (``vector_mode=pipelined``): group g's actions for step t are
         computed while group g-1's copies step. Slot s = (t, g) in order t-major: act on slot s and start its step,
-        then collect slot s-1's step. Rows are written straight into [T, B] buffers (one copy per observation), and
+        then collect slot s-1's step. Rows are written straight into [T + 1, B] buffers (one copy per observation), and
         steps are collected in copy order, so episodes and games are listed as in sync mode. ``env_seconds`` is the
         time this thread spent starting and waiting for steps (stepping that overlapped inference is not in it)."""
         space = self.spec.observation_space
         groups, bounds = self.envs.groups, self.envs.bounds
         k, t_max, n = len(groups), num_steps, self.num_envs
         flat = sp.flatten(space, self.obs)
-        obs_buf = {key: np.empty((t_max, n, *v.shape[1:]), v.dtype) for key, v in flat.items()}
-        next_buf = {key: np.empty_like(v) for key, v in obs_buf.items()}
+        obs_buf = {key: np.empty((t_max + 1, n, *v.shape[1:]), v.dtype) for key, v in flat.items()}
+        finals: list[tuple[int, Any]] = []  # (flat step t * n + b, final observation) of every ended episode
         rew_buf = np.empty((t_max, n), np.float32)
         term_buf = np.empty((t_max, n), bool)
         trunc_buf = np.empty((t_max, n), bool)
@@ -395,16 +342,13 @@ class RolloutWorker:
             term_buf[t, lo:hi] = terminated
             trunc_buf[t, lo:hi] = truncated
             current[g] = sp.flatten(space, next_obs)
-            for key, v in current[g].items():
-                next_buf[key][t, lo:hi] = v
             self._returns[lo:hi] += rewards
             self._lengths[lo:hi] += 1
             done = terminated | truncated
             if done.any():
                 final = info["final_obs"]
                 for i in np.flatnonzero(done):
-                    for key, v in sp.flatten(space, final[i]).items():
-                        next_buf[key][t, lo + i] = v
+                    finals.append((t * n + lo + i, final[i]))
                     returns.append(float(self._returns[lo + i]))
                     lengths.append(int(self._lengths[lo + i]))
                     self._returns[lo + i] = 0.0
@@ -428,17 +372,14 @@ class RolloutWorker:
                         pass
                 raise
         whole = {key: np.concatenate([c[key] for c in current]) for key in flat}
+        for key, v in whole.items():
+            obs_buf[key][t_max] = v
         self.obs = whole[""] if leaf else sp.unflatten(space, whole)
-
-        def rows(buf: dict[str, np.ndarray]) -> Any:
-            out = {key: v.reshape(t_max * n, *v.shape[2:]) for key, v in buf.items()}
-            return out[""] if leaf else sp.unflatten(space, out)
-
         assert act_buf is not None
-        return SampleBatch(rows(obs_buf), act_buf.reshape(t_max * n, *act_buf.shape[2:]), rew_buf.reshape(-1),
-                           rows(next_buf), term_buf.reshape(-1), trunc_buf.reshape(-1), returns, lengths, env_s,
-                           inf_s, n, {key: v.reshape(t_max * n, *v.shape[2:]) for key, v in extras_buf.items()},
-                           self.obs, [sc for sc, _ in games], [ln for _, ln in games])
+        finals.sort(key=lambda item: item[0])  # collected in slot order; final_obs is in step order
+        return SampleBatch(obs_buf[""] if leaf else sp.unflatten(space, obs_buf), act_buf, rew_buf, term_buf,
+                           trunc_buf, self._finals([f for _, f in finals]), returns, lengths, env_s, inf_s,
+                           extras_buf, [sc for sc, _ in games], [ln for _, ln in games])
 
     def get_state(self) -> dict[str, Any]:
         """The worker's state between samples as plain data (rlrun.plain_data; a checkpoint holds it): current

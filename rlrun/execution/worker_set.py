@@ -29,7 +29,8 @@ The contract (``executor=local`` and ``executor=ray`` both keep it; ``tests/exec
   none of its parameters and buffers has changed since the last sync (their version counters tell): acting state kept
   outside the module's tensors must be synced explicitly.
 - **Synchronous sampling.** ``sample(num_steps, explore=True) -> list[SampleBatch]``: ``num_steps`` agent steps
-  of every env copy of every worker, one batch per worker in worker order; returns when all have arrived.
+  of every env copy of every worker, one batch per worker in worker order (time-major:
+  ``rlrun/execution/sample_batch.py``); returns when all have arrived.
 - **Asynchronous sampling.** ``sample_async(num_steps, explore=True, min_batches=1)`` is an iterator of
   ``(batch, worker_id)``. Every worker keeps up to ``executor.max_in_flight_per_worker`` sample requests pending;
   they keep running while the plan learns, between calls. A call blocks until ``min_batches`` batches have
@@ -44,7 +45,7 @@ The contract (``executor=local`` and ``executor=ray`` both keep it; ``tests/exec
 - **Worker-side hooks.** A worker calls its policy's optional ``reset_episodes(done_mask)`` after every env step
   and ``postprocess_batch(batch) -> batch`` once per rollout, in the worker's process (autograd enabled): the place
   for work that belongs with the actor (Ape-X initial priorities, A3C gradients). Data that is not one value per
-  row goes into ``SampleBatch.info`` (tensors travel as numpy arrays). The time it takes is the ``postprocess``
+  step goes into ``SampleBatch.info`` (tensors travel as numpy arrays). The time it takes is the ``postprocess``
   stage of ``executor.metrics()``.
 - The executor has ``timer`` (a :class:`~rlrun.execution.timing.StageTimer` the plan times ``learn`` and
   ``replay`` with), ``metrics()`` (``time/<stage>_s`` since the last call and ``executor/worker_restarts``),
@@ -60,8 +61,8 @@ Two optional arguments of ``executor.worker_set`` serve plans whose actors are n
 ``sync_weights``, as on Ray), and ``info_by_reference=("transitions",)`` names ``SampleBatch.info`` entries that the
 plan only forwards: on Ray they stay in the object store and the batch holds their object refs, so a rollout's
 frames go from the worker to a replay shard without passing through the driver (locally they are the values
-themselves). A ``postprocess_batch`` hook may drop the rows' observations (``obs``, ``next_obs``, ``last_obs`` set
-to None) once it has moved what the learner needs into ``info``; counts and episodes still come with the batch.
+themselves). A ``postprocess_batch`` hook may drop the batch's observations (``obs`` and ``final_obs`` set to
+None) once it has moved what the learner needs into ``info``; counts and episodes still come with the batch.
 
 Replay shards (Ape-X) sit behind an interface of the same kind, ``executor.replay_shards(factory, num_shards)``:
 ``add``, ``sample_async``, ``update_priorities`` on in-process shards or shard actors; its contract is in
@@ -76,7 +77,8 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 import numpy as np
 import torch
 
-from rlrun.execution.rollout_worker import Policy, SampleBatch
+from rlrun.execution.rollout_worker import Policy
+from rlrun.execution.sample_batch import SampleBatch
 
 PolicyFactory = Callable[[int], Policy]
 """worker index -> the policy that worker acts with (built inside the worker process); must be picklable."""

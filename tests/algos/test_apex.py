@@ -125,15 +125,16 @@ def test_actor_priorities_are_the_td_errors_of_its_nstep_transitions(double_q: b
         batch = worker._sample(25, explore=True)  # the rollout before the hook, then the hook as the worker runs it
         raw.append(copy.deepcopy(batch))
         out = actor.postprocess_batch(batch)
-        assert out.obs is None and out.next_obs is None and out.env_steps == 75
+        assert out.obs is None and out.final_obs is None and out.env_steps == 75
         got.append(out.info[TRANSITIONS])
     worker.close()
     assert sum(len(r.episode_returns) for r in raw) >= 3
 
     expected = []
     for b in range(3):
-        stream = {k: np.concatenate([getattr(r, k).reshape(25, 3, *getattr(r, k).shape[1:])[:, b] for r in raw])
-                  for k in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")}
+        fields = [{"obs": r.acted_obs, "actions": r.actions, "rewards": r.rewards, "next_obs": r.next_obs(),
+                   "terminated": r.terminated, "truncated": r.truncated} for r in raw]
+        stream = {k: np.concatenate([f[k][:, b] for f in fields]) for k in fields[0]}
         expected += naive_nstep(stream["obs"], stream["actions"], stream["rewards"], stream["next_obs"],
                                 stream["terminated"], stream["truncated"], 3, 0.9)
     records = {k: np.concatenate([g["records"][k] for g in got]) for k in got[0]["records"]}

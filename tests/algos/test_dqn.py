@@ -82,10 +82,11 @@ def test_switches_compose_the_library_components() -> None:
     agent = DQNAgent(cfg).build(obs=OBS, actions=sp.Discrete(2))
     assert type(agent.q.head).__name__ == "DuelingQHead"
     assert isinstance(agent.memory, PrioritizedReplayMemory) and isinstance(agent.n_step, NStepAggregator)
-    rows = 6 * 2  # T = 6 steps of B = 2 copies, no episode end: 3-step windows complete from step 3 on
-    obs = np.random.default_rng(0).uniform(-1, 1, (rows, 4)).astype(np.float32)
-    agent.observe(obs, np.zeros(rows, np.int64), np.ones(rows, np.float32), obs, np.zeros(rows, bool),
-                  np.zeros(rows, bool), num_envs=2)
+    # T = 6 steps of B = 2 copies, no episode end: 3-step windows complete from step 3 on
+    obs = np.random.default_rng(0).uniform(-1, 1, (7, 2, 4)).astype(np.float32)
+    for t in range(6):
+        agent.observe(obs[t], np.zeros(2, np.int64), np.ones(2, np.float32), obs[t + 1], np.zeros(2, bool),
+                      np.zeros(2, bool))
     assert agent.memory.size() == (6 - 3 + 1) * 2
     records, _, _ = agent.memory.sample(4)
     torch.testing.assert_close(records["reward"], torch.full((4,), 1 + 0.99 + 0.99 ** 2))  # 3 rewards of 1

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import only_summary, run_rlrun
+from conftest import only_summary, rollout_form, run_rlrun
 
 from rlrun import spaces as sp
 from rlrun.algos.impala import IMPALAAgent, IMPALANetwork
@@ -44,11 +44,12 @@ def tiny_rollout(terminated_at_1: bool = True) -> dict[str, torch.Tensor]:
     """T = 2 steps of one copy, observations 0 (V = 1), actions [1, 0] taken by a uniform behaviour policy
     (log-prob ln 1/2), rewards [1, 0]; the episode ends at step 1 (terminated, or truncated with final
     observation 2, V = 3)."""
-    return {"obs": torch.zeros(2, 1, 1), "next_obs": torch.tensor([[[0.0]], [[2.0]]]),
-            "actions": torch.tensor([[1], [0]]), "rewards": torch.tensor([[1.0], [0.0]]),
-            "terminated": torch.tensor([[False], [terminated_at_1]]),
-            "truncated": torch.tensor([[False], [not terminated_at_1]]),
-            "log_prob": torch.full((2, 1), math.log(0.5)), "weights_version": torch.zeros(2, 1, dtype=torch.int64)}
+    return rollout_form({"obs": torch.zeros(2, 1, 1), "next_obs": torch.tensor([[[0.0]], [[2.0]]]),
+                         "actions": torch.tensor([[1], [0]]), "rewards": torch.tensor([[1.0], [0.0]]),
+                         "terminated": torch.tensor([[False], [terminated_at_1]]),
+                         "truncated": torch.tensor([[False], [not terminated_at_1]]),
+                         "log_prob": torch.full((2, 1), math.log(0.5)),
+                         "weights_version": torch.zeros(2, 1, dtype=torch.int64)})
 
 
 # ---------------------------------------------------------------------------------------------- V-trace inputs
@@ -66,9 +67,9 @@ def test_truncation_bootstraps_from_the_final_observation_mid_unroll():
     agent = tiny_agent()
     obs = torch.tensor([[0.0, 0.0], [1.0, 1.0], [-1.0, -1.0]]).unsqueeze(-1)
     next_obs = torch.tensor([[1.0, 1.0], [2.0, 2.0], [4.0, 4.0]]).unsqueeze(-1)
-    rollout = {"obs": obs, "next_obs": next_obs, "rewards": torch.ones(3, 2),
-               "terminated": torch.tensor([[False, False], [False, True], [False, False]]),
-               "truncated": torch.tensor([[False, False], [True, False], [False, False]])}
+    rollout = rollout_form({"obs": obs, "next_obs": next_obs, "rewards": torch.ones(3, 2),
+                            "terminated": torch.tensor([[False, False], [False, True], [False, False]]),
+                            "truncated": torch.tensor([[False, False], [True, False], [False, False]])})
     rewards, discounts, bootstrap = agent.targets_inputs(rollout, None, None, None)
     torch.testing.assert_close(rewards, torch.tensor([[1.0, 1.0], [2.5, 1.0], [1.0, 1.0]]))
     torch.testing.assert_close(discounts, torch.tensor([[0.5, 0.5], [0.0, 0.0], [0.5, 0.5]]))
@@ -199,11 +200,12 @@ def test_lstm_state_is_recorded_reset_and_replayed_by_the_learner():
             params, _, final = agent.network.unroll(r["obs"], state0, first)
         torch.testing.assert_close(params, r["behaviour_logits"], rtol=1e-5, atol=1e-6)
         rewards, _, bootstrap = agent.targets_inputs(r, final, state0, first)
+        next_obs = torch.as_tensor(batch.next_obs())
         with torch.no_grad():  # by hand: the state before step 4 (recorded), one step on obs[4], V(next_obs[4])
             s4 = tuple(r[f"state_{i}"][4] for i in range(4))
             _, _, after4 = agent.network.unroll(r["obs"][4:5], s4)
-            v_final = agent.network.unroll(r["next_obs"][4:5], after4)[1][0]
-            v_last = agent.network.unroll(r["next_obs"][11:12], final)[1][0]
+            v_final = agent.network.unroll(next_obs[4:5], after4)[1][0]
+            v_last = agent.network.unroll(next_obs[11:12], final)[1][0]
         torch.testing.assert_close(rewards[4], r["rewards"][4] + agent.cfg.gamma * v_final, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(bootstrap, v_last)
         info = agent.update(r)  # and the update runs through the recurrent unroll

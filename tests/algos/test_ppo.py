@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import only_summary, run_rlrun
+from conftest import only_summary, rollout_form, run_rlrun
 from omegaconf import OmegaConf
 
 from rlrun import spaces as sp
@@ -70,13 +70,14 @@ def test_rollout_from_samples_is_time_major_with_real_final_observations():
         (batch,) = algo.workers.sample(6)
         rollout = rollout_from_samples([batch], algo.spec.observation_space, torch.device("cpu"))
         assert rollout["obs"].shape == (6, 2, 4) and rollout["log_prob"].shape == (6, 2)
-        for t in range(6):
-            for b in range(2):
-                np.testing.assert_array_equal(rollout["obs"][t, b].numpy(), batch.obs[t * 2 + b])
+        np.testing.assert_array_equal(rollout["obs"].numpy(), batch.obs[:6])
+        np.testing.assert_array_equal(rollout["last_obs"].numpy(), batch.obs[6])
         assert rollout["truncated"][3].all() and not rollout["terminated"][3].any()
+        # the cut at step 3 of both copies: their final observations, at flat steps 3 * 2 + b
+        assert rollout["final_index"].tolist() == [6, 7] and rollout["final_obs"].shape == (2, 4)
+        np.testing.assert_array_equal(rollout["final_obs"].numpy(), batch.final_obs)
         # the step after the cut starts from a reset observation, which is not the final one
-        assert not torch.equal(rollout["next_obs"][3], rollout["obs"][4])
-        torch.testing.assert_close(rollout["next_obs"][2], rollout["obs"][3])
+        assert not torch.equal(rollout["final_obs"], rollout["obs"][4])
     finally:
         algo.stop()
 
@@ -124,10 +125,10 @@ def _tiny_agent(agent_cls=PPOAgent, cfg=None):  # noqa: ANN001, ANN201
 def _tiny_rollout() -> dict[str, torch.Tensor]:
     """T = 2 steps of one copy, actions [1, 0] taken by a uniform behaviour policy (log-prob ln 1/2), rewards
     [1, 0], the episode terminates at step 1."""
-    return {"obs": torch.tensor([[[0.1]], [[0.2]]]), "next_obs": torch.tensor([[[0.2]], [[0.3]]]),
-            "actions": torch.tensor([[1], [0]]), "rewards": torch.tensor([[1.0], [0.0]]),
-            "terminated": torch.tensor([[False], [True]]), "truncated": torch.tensor([[False], [False]]),
-            "log_prob": torch.full((2, 1), math.log(0.5))}
+    return rollout_form({"obs": torch.tensor([[[0.1]], [[0.2]]]), "next_obs": torch.tensor([[[0.2]], [[0.3]]]),
+                         "actions": torch.tensor([[1], [0]]), "rewards": torch.tensor([[1.0], [0.0]]),
+                         "terminated": torch.tensor([[False], [True]]), "truncated": torch.tensor([[False], [False]]),
+                         "log_prob": torch.full((2, 1), math.log(0.5))})
 
 
 def test_ppo_update_objective_on_a_tiny_batch():
@@ -173,7 +174,8 @@ def test_minibatch_epochs_take_the_configured_gradient_steps(epochs, minibatch):
     assert {c.callee for c in test.calls} >= {"ppo_agent", "network", "multi_step", "optimizer"}
 
 
-def _random_rollout(agent: PPOAgent, T: int, B: int, seed: int = 0) -> dict[str, torch.Tensor]:
+def _random_steps(agent: PPOAgent, T: int, B: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A random rollout with its next observations ``next_obs`` (as an application observes steps)."""
     rng = np.random.default_rng(seed)
     obs = torch.as_tensor(sp.sample(CARTPOLE_OBS, (T + 1, B), rng))
     with torch.no_grad():
@@ -181,6 +183,10 @@ def _random_rollout(agent: PPOAgent, T: int, B: int, seed: int = 0) -> dict[str,
     return {"obs": obs[:-1], "next_obs": obs[1:], "actions": actions.reshape(T, B),
             "rewards": torch.ones(T, B), "terminated": torch.as_tensor(rng.random((T, B)) < 0.05),
             "truncated": torch.as_tensor(rng.random((T, B)) < 0.05), "log_prob": extras["log_prob"].reshape(T, B)}
+
+
+def _random_rollout(agent: PPOAgent, T: int, B: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    return rollout_form(_random_steps(agent, T, B, seed))
 
 
 def test_learning_rate_anneals_linearly_to_zero(caplog):
@@ -206,13 +212,13 @@ def test_observe_then_update_equals_update_on_the_batch():
     a = PPOAgent(PPOConfig(hidden_sizes=[8])).build(obs=CARTPOLE_OBS, actions=sp.Discrete(2))
     b = PPOAgent(PPOConfig(hidden_sizes=[8])).build(obs=CARTPOLE_OBS, actions=sp.Discrete(2))
     b.load_state_dict(a.state_dict())
-    rollout = _random_rollout(a, T=5, B=3)
+    rollout = _random_steps(a, T=5, B=3)
     for t in range(5):
         a.observe(rollout["obs"][t].numpy(), rollout["actions"][t], rollout["rewards"][t].numpy(),
                   rollout["next_obs"][t].numpy(), rollout["terminated"][t].numpy(), rollout["truncated"][t].numpy(),
                   {"log_prob": rollout["log_prob"][t]})
     a.update()
-    b.update(rollout)
+    b.update(rollout_form(rollout))
     for k, v in params_of(a.network).items():
         torch.testing.assert_close(v, params_of(b.network)[k])
     with pytest.raises(RuntimeError, match="no steps observe"):

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import assert_same
+from conftest import assert_same, rollout_form
 from test_resume import without_unseeded_spaces
 
 from rlrun import checkpoint as ckpt
@@ -54,8 +54,8 @@ def hopper_rollout(steps: int = 128) -> dict:
                      ("terminated", term), ("truncated", trunc), ("log_prob", -3.0)):
             rows[k].append(v)
         obs = env.reset()[0] if term or trunc else nxt
-    return {k: torch.as_tensor(np.array(v)).unsqueeze(1).float() if k not in ("terminated", "truncated")
-            else torch.as_tensor(np.array(v)).unsqueeze(1) for k, v in rows.items()}
+    return rollout_form({k: torch.as_tensor(np.array(v)).unsqueeze(1).float() if k not in ("terminated", "truncated")
+                         else torch.as_tensor(np.array(v)).unsqueeze(1) for k, v in rows.items()})
 
 
 def test_statistics_update_from_raw_observations_and_travel_with_the_weights() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import only_summary, run_rlrun
+from conftest import only_summary, rollout_form, run_rlrun
 
 from rlrun import spaces as sp
 from rlrun.algos.trpo import TRPO, TRPOAgent, mean_kl, trpo_surrogate_loss
@@ -27,6 +27,7 @@ from .test_ppo import (
     CARTPOLE_OBS,
     PENDULUM,
     _random_rollout,
+    _random_steps,
     _tiny_agent,
     _tiny_rollout,
     assert_same_state,
@@ -196,10 +197,12 @@ def _rollout_for(agent: TRPOAgent, obs_space: sp.Space, T: int, B: int, seed: in
     obs = torch.as_tensor(sp.sample(obs_space, (T + 1, B), rng))
     with torch.no_grad():
         actions, extras = agent.get_actions(obs[:-1].reshape(T * B, -1))
-    return {"obs": obs[:-1], "next_obs": obs[1:], "actions": actions.reshape(T, B, -1),
-            "raw_action": extras["raw_action"].reshape(T, B, -1), "rewards": torch.as_tensor(rng.normal(size=(T, B))),
-            "terminated": torch.zeros(T, B, dtype=torch.bool), "truncated": torch.as_tensor(rng.random((T, B)) < 0.1),
-            "log_prob": extras["log_prob"].reshape(T, B)}
+    return rollout_form({"obs": obs[:-1], "next_obs": obs[1:], "actions": actions.reshape(T, B, -1),
+                         "raw_action": extras["raw_action"].reshape(T, B, -1),
+                         "rewards": torch.as_tensor(rng.normal(size=(T, B))),
+                         "terminated": torch.zeros(T, B, dtype=torch.bool),
+                         "truncated": torch.as_tensor(rng.random((T, B)) < 0.1),
+                         "log_prob": extras["log_prob"].reshape(T, B)})
 
 
 def test_value_steps_never_move_the_policy():
@@ -224,13 +227,13 @@ def test_observe_then_update_equals_update_on_the_batch():
     a = TRPOAgent(TRPOConfig(hidden_sizes=[8])).build(obs=CARTPOLE_OBS, actions=sp.Discrete(2))
     b = TRPOAgent(TRPOConfig(hidden_sizes=[8])).build(obs=CARTPOLE_OBS, actions=sp.Discrete(2))
     b.load_state_dict(a.state_dict())
-    rollout = _random_rollout(a, T=5, B=3)
+    rollout = _random_steps(a, T=5, B=3)
     for t in range(5):
         a.observe(rollout["obs"][t].numpy(), rollout["actions"][t], rollout["rewards"][t].numpy(),
                   rollout["next_obs"][t].numpy(), rollout["terminated"][t].numpy(), rollout["truncated"][t].numpy(),
                   {"log_prob": rollout["log_prob"][t]})
     a.update()
-    b.update(rollout)
+    b.update(rollout_form(rollout))
     assert_same_state(params_of(a.network), params_of(b.network))
 
 

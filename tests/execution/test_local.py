@@ -47,7 +47,7 @@ def test_serial_mode_calls_the_policy_one_observation_at_a_time_and_gives_the_sy
     a, b = serial.sample(60), sync.sample(60)
     assert set(serial_policy.batch_sizes) == {1} and len(serial_policy.batch_sizes) == 180
     assert set(sync_policy.batch_sizes) == {3} and len(sync_policy.batch_sizes) == 60
-    for key in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "last_obs"):
+    for key in ("obs", "actions", "rewards", "final_obs", "terminated", "truncated", "last_obs"):
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
     np.testing.assert_array_equal(a.extras["lean"], b.extras["lean"])
     assert a.episode_returns == b.episode_returns and len(a.episode_returns) >= 1
@@ -86,8 +86,7 @@ def test_whole_game_scores_of_an_atari_game_with_life_loss_episodes() -> None:
     batch = worker.sample(400)
     worker.close()
     assert len(batch.game_scores) == len(batch.game_lengths) >= 1
-    done = batch.time_major(batch.terminated | batch.truncated)
-    rewards = batch.time_major(batch.rewards)
+    done, rewards = batch.terminated | batch.truncated, batch.rewards  # [T, B]
     expected_lengths, clipped_sums = [], []
     for copy in range(2):
         ends = np.flatnonzero(done[:, copy])
@@ -155,7 +154,7 @@ class Constant(torch.nn.Module):
 
 
 def actions_of(batch) -> set[int]:  # noqa: ANN001
-    return set(batch.actions.tolist())
+    return set(batch.actions.reshape(-1).tolist())
 
 
 def test_several_workers_with_policies_of_their_own_get_copies_of_the_learners_weights() -> None:
@@ -185,7 +184,7 @@ def test_several_workers_with_policies_of_their_own_get_copies_of_the_learners_w
     assert [w for _, w in ws.sample_async(3, min_batches=3)] == [0, 1, 0]  # the turn goes on across calls
 
     second = executor(num_envs=2, num_workers=2).worker_set(Constant(0), "cpu", policy_factory=lambda w: Constant(0))
-    first_obs = [b.obs[:2] for b in second.sample(1)]  # step 0's rows: the reset observations of copies 0 and 1
+    first_obs = [b.obs[0] for b in second.sample(1)]  # step 0: the reset observations of copies 0 and 1
     for w in range(2):
         alone = RolloutWorker(cartpole(), Constant(0), num_envs=2, seed=0 + w * 2)  # seed + w * num_envs
         np.testing.assert_array_equal(first_obs[w], alone.obs)

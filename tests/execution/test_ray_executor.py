@@ -7,7 +7,7 @@ module and shut down at its end (never ``ray stop``: it would kill every Ray pro
   learner's weights sent before a synchronous sample, a per-worker weight sync reaching that worker's next rollout;
 - fault handling: a worker process killed (SIGKILL on its pid) during a run is replaced, the run finishes and
   ``executor/worker_restarts`` says 1;
-- the transfer encoding without ``next_obs`` rebuilds every field exactly.
+- a batch copied out of the object store equals the one the worker made.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Constant(torch.nn.Module):
 
 
 def actions_of(batch) -> set[int]:  # noqa: ANN001
-    return set(batch.actions.tolist())
+    return set(batch.actions.reshape(-1).tolist())
 
 
 def test_sync_and_async_sampling_and_weight_sync_over_two_workers() -> None:
@@ -201,29 +201,30 @@ class Coin:
         return torch.randint(0, 2, (obs.shape[0],))
 
 
-def test_transfer_without_next_obs_rebuilds_the_batch_exactly() -> None:
-    """``next_obs[t] = obs[t + 1]`` (``last_obs`` after the last step) except where an episode ended, whose real
-    final observations travel alone; random CartPole play ends several episodes in 60 steps of 3 copies."""
-    from rlrun.execution.ray_executor import pack, unpack
+def test_a_batch_from_the_object_store_is_copied_out_exactly() -> None:
+    """A batch travels in the form it was made in (each observation once, ``[T + 1, B]``, and the final
+    observations of the ended episodes: random CartPole play ends several in 60 steps of 3 copies); what the driver
+    gets from the object store and copies out (``owned``) equals it field by field and is writable."""
+    import ray
+
+    from rlrun.execution.ray_executor import batch_to_wire, owned
 
     worker = RolloutWorker(cartpole(), Coin(), num_envs=3, seed=0)
     batch = worker.sample(60)
     worker.close()
-    space = worker.spec.observation_space
-    packed = pack(batch, space)
-    assert packed.next_obs is None and len(packed.extras["_final_rows"]) == len(batch.episode_returns) >= 3
-    rebuilt = unpack(packed, space)
-    for key in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "last_obs"):
-        np.testing.assert_array_equal(getattr(rebuilt, key), getattr(batch, key), err_msg=key)
-        assert getattr(rebuilt, key).flags.writeable
-    assert rebuilt.extras == {}
+    got = owned(ray.get(ray.put(batch_to_wire(batch))))
+    assert len(got.final_obs) == len(batch.episode_returns) >= 3
+    for key in ("obs", "final_obs", "actions", "rewards", "terminated", "truncated"):
+        np.testing.assert_array_equal(getattr(got, key), getattr(batch, key), err_msg=key)
+        assert getattr(got, key).flags.writeable
+    assert got.extras == {} and got.episode_returns == batch.episode_returns
 
 
 def test_observations_through_shared_memory_equal_the_object_store_path() -> None:
     """The same seed through both transfers gives identical rollouts (sync and async); the shared path really ran
     (its slots exist in /dev/shm while the worker set lives), a killed worker's slots are unlinked and its
-    replacement gets new ones, and stopping unlinks every slot. 4 copies x 4200 steps of CartPole: 263 KiB of
-    observations, just over the size below which rollouts stay in the object store."""
+    replacement gets new ones, and stopping unlinks every slot. 4 copies x 4201 observations of CartPole: 263 KiB,
+    just over the size below which rollouts stay in the object store."""
     from rlrun.execution.shared_memory_transfer import MIN_SHARED_BYTES
 
     steps = 4200
@@ -235,7 +236,7 @@ def test_observations_through_shared_memory_equal_the_object_store_path() -> Non
     assert a._pool is not None and b._pool is None
     try:
         def same(x, y) -> None:  # noqa: ANN001
-            for key in ("obs", "next_obs", "last_obs", "actions", "rewards", "terminated", "truncated"):
+            for key in ("obs", "final_obs", "last_obs", "actions", "rewards", "terminated", "truncated"):
                 np.testing.assert_array_equal(getattr(x, key), getattr(y, key), err_msg=key)
             assert x.obs.flags.writeable
 
