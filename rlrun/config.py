@@ -187,7 +187,7 @@ class RayExecutorConfig(Declared):
     observation_transfer: str = key("shared_memory", choices=('shared_memory', 'object_store'))
     """How rollout observations reach the driver: shared_memory (a segment the driver lends to each request, for
     workers on the driver's node; others use the object store) | object_store (Ray's object store always)."""
-    preload_modules: list[str] = field(default_factory=lambda: ["torch", "rlrun.execution.ray_executor"])
+    preload_modules: list[str] = field(default_factory=lambda: ["torch", "rlrun.execution.ray_actor"])
     """Modules the workers of a local cluster this executor starts import before they get work (Ray's
     preload_python_modules): Ray starts workers during ray.init, so these imports overlap the driver's own set-up
     instead of delaying the first sample. [] turns it off; ignored with an address."""

@@ -17,3 +17,13 @@ class CheckpointError(RlrunError):
     """A checkpoint that cannot be read or does not fit the run."""
 
     exit_code = 2
+
+
+def one_line(e: BaseException, limit: int = 200) -> str:
+    """``e``'s message on one line (whitespace runs, newlines included, become one space), cut to ``limit``
+    characters with ``...``; the exception's type name when it has no message: how rlrun quotes an error from a
+    library inside its own one-line messages."""
+    text = " ".join(str(e).split())
+    if not text:
+        return type(e).__name__
+    return text[:limit] + ("..." if len(text) > limit else "")

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.errors import RlrunError
+from rlrun.errors import RlrunError, one_line
 
 FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
 
@@ -70,7 +70,7 @@ def export_torchscript(policy: nn.Module, obs_space: sp.Space, path: Path) -> Pa
             tmp = path.with_name(path.name + ".tmp")
             torch.jit.save(frozen, str(tmp))
     except Exception as e:  # noqa: BLE001 - tracing errors are many and deep; one line for the user
-        raise RlrunError(f"TorchScript export failed: {_one_line(e)}") from None
+        raise RlrunError(f"TorchScript export failed: {one_line(e, 400)}") from None
     os.replace(tmp, path)
     return path
 
@@ -98,7 +98,7 @@ def export_onnx(policy: nn.Module, obs_space: sp.Space, path: Path) -> Path:
                               external_data=False, verbose=False)
     except Exception as e:  # noqa: BLE001
         tmp.unlink(missing_ok=True)
-        raise RlrunError(f"ONNX export failed: {_one_line(e)}") from None
+        raise RlrunError(f"ONNX export failed: {one_line(e, 400)}") from None
     os.replace(tmp, path)
     return path
 
@@ -139,10 +139,6 @@ def _quiet_onnx() -> Iterator[None]:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
 
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text[:400] + ("..." if len(text) > 400 else "")
 
 
 # ---------------------------------------------------------------------------------------------------- restore

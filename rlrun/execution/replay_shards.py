@@ -51,6 +51,7 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 import torch
 
+from rlrun.errors import CheckpointError, ConfigError, RlrunError, one_line
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import from_wire, to_wire
 
@@ -192,8 +193,6 @@ class LocalReplayShardSet(torch.nn.Module):
     def __init__(self, factory: ShardFactory, num_shards: int, timer: StageTimer | None = None) -> None:
         super().__init__()
         if int(num_shards) < 1:
-            from rlrun.errors import ConfigError
-
             raise ConfigError(f"replay shards: num_shards={num_shards}: must be at least 1.")
         self.shards = [ReplayShard(factory, i) for i in range(int(num_shards))]
         self.memories = torch.nn.ModuleList([s.memory for s in self.shards])
@@ -255,8 +254,6 @@ class RayReplayShardSet:
     def __init__(self, executor: Any, factory: ShardFactory, num_shards: int) -> None:
         import ray
 
-        from rlrun.errors import ConfigError
-
         if int(num_shards) < 1:
             raise ConfigError(f"replay shards: num_shards={num_shards}: must be at least 1.")
         cfg = executor.cfg
@@ -279,10 +276,8 @@ class RayReplayShardSet:
         try:
             ray.get([a.pid.remote() for a in self.actors])
         except Exception as e:  # noqa: BLE001 - one clear error for a shard that cannot start
-            from rlrun.errors import RlrunError
-
             self.stop()
-            raise RlrunError(f"executor=ray: a replay shard could not start: {_one_line(e)}") from None
+            raise RlrunError(f"executor=ray: a replay shard could not start: {one_line(e)}") from None
 
     @property
     def restarts(self) -> int:
@@ -294,15 +289,13 @@ class RayReplayShardSet:
     def _restart(self, i: int, error: BaseException) -> None:
         import ray
 
-        from rlrun.errors import RlrunError
-
         ex = self.executor
         ex.replay_restarts += 1
         if ex.replay_restarts > int(self.cfg.max_replay_shard_restarts):
-            raise RlrunError(f"replay shard {i} died ({_one_line(error)}) and the run has restarted replay shards "
+            raise RlrunError(f"replay shard {i} died ({one_line(error)}) and the run has restarted replay shards "
                              f"{ex.replay_restarts - 1} times already (executor.max_replay_shard_restarts="
                              f"{self.cfg.max_replay_shard_restarts}); stopping.") from error
-        log.warning("replay shard %d died (%s); starting an empty one (restart %d)", i, _one_line(error),
+        log.warning("replay shard %d died (%s); starting an empty one (restart %d)", i, one_line(error),
                     ex.replay_restarts)
         try:
             ray.kill(self.actors[i], no_restart=True)
@@ -456,8 +449,6 @@ class RayReplayShardSet:
                 "next_sample": self._next_sample}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        from rlrun.errors import CheckpointError
-
         shards = state["shards"]
         if len(shards) != self.num_shards:
             raise CheckpointError(f"the checkpoint holds {len(shards)} replay shards but the run has "
@@ -488,10 +479,6 @@ def _is_ref(value: Any) -> bool:
         return False
     return isinstance(value, ray.ObjectRef)
 
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return text[:200] + ("..." if len(text) > 200 else "") or type(e).__name__
 
 
 def shard_capacity(total: int, num_shards: int) -> int:

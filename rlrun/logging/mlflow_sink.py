@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar
 from urllib.parse import urlparse
 
+from rlrun.errors import one_line
 from rlrun.logging.fanout import RunContext
 
 MAX_PARAMS_PER_BATCH = 100
@@ -104,7 +105,7 @@ def connect(uri: str, experiment: str, probe_timeout_s: float = 3.0) -> tuple[An
             return client, found.experiment_id
         return client, client.create_experiment(experiment, artifact_location=artifact_root_for(uri))
     except Exception as e:  # noqa: BLE001 - whatever the store raises, the run goes on elsewhere
-        raise MLflowUnavailable(f"tracking store {uri} failed: {_one_line(e)}") from None
+        raise MLflowUnavailable(f"tracking store {uri} failed: {one_line(e, 300)}") from None
 
 
 def protocol_card(params: dict[str, Any]) -> dict[str, Any]:
@@ -140,10 +141,6 @@ def protocol_card(params: dict[str, Any]) -> dict[str, Any]:
             card["max_episode_steps"] = spec.max_episode_steps
     return card
 
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return (text[:300] + "...") if len(text) > 300 else (text or type(e).__name__)
 
 
 class MLflowSink:
@@ -276,11 +273,11 @@ class MLflowSink:
             return True
         except Exception as e:  # noqa: BLE001 - MLflow must never stop a run
             if self.fallback_uri is None:
-                self._fail_over(MLflowUnavailable(f"{what} on {self.primary_uri} failed: {_one_line(e)}"))
+                self._fail_over(MLflowUnavailable(f"{what} on {self.primary_uri} failed: {one_line(e, 300)}"))
                 if self.client is not None:
                     return self._call(what, fn)
             else:
-                self._turn_off(f"{what} failed on the fallback store too: {_one_line(e)}")
+                self._turn_off(f"{what} failed on the fallback store too: {one_line(e, 300)}")
             return False
 
     def _fail_over(self, error: BaseException) -> None:
@@ -288,14 +285,14 @@ class MLflowSink:
         folder = (self.run_dir / FALLBACK_DIR).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{folder / 'mlflow.db'}"
-        warn(f"MLflow: {_one_line(error)}. The run goes on; its MLflow data goes to the local fallback store {uri} "
+        warn(f"MLflow: {one_line(error, 300)}. The run goes on; its MLflow data goes to the local fallback store {uri} "
              f"(browse it with: mlflow ui --backend-store-uri {uri}); TensorBoard is unaffected.")
         self.tags["rlrun.intended_tracking_uri"] = self.primary_uri
         self.tags["rlrun.artifacts"] = "the files of the run directory (rlrun.run_dir) are its artifacts"
         if self.run_id:
             self.tags["rlrun.intended_run_id"] = self.run_id
         (folder / "fallback.json").write_text(json.dumps(
-            {"reason": _one_line(error), "intended_tracking_uri": self.primary_uri,
+            {"reason": one_line(error, 300), "intended_tracking_uri": self.primary_uri,
              "intended_run_id": self.run_id, "fallback_tracking_uri": uri}, indent=2) + "\n")
         self.fallback_uri = self.tracking_uri = uri
         try:
@@ -306,7 +303,7 @@ class MLflowSink:
             for path, artifact_path in self._artifacts:
                 self._store_artifact(path, artifact_path)
         except Exception as e:  # noqa: BLE001
-            self._turn_off(f"the fallback store {uri} failed too: {_one_line(e)}")
+            self._turn_off(f"the fallback store {uri} failed too: {one_line(e, 300)}")
 
     def _turn_off(self, message: str) -> None:
         warn(f"MLflow: {message}; MLflow logging is off for the rest of this run (TensorBoard is unaffected).")

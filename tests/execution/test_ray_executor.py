@@ -207,7 +207,7 @@ def test_a_batch_from_the_object_store_is_copied_out_exactly() -> None:
     gets from the object store and copies out (``owned``) equals it field by field and is writable."""
     import ray
 
-    from rlrun.execution.ray_executor import batch_to_wire, owned
+    from rlrun.execution.ray_actor import batch_to_wire, owned
 
     worker = RolloutWorker(cartpole(), Coin(), num_envs=3, seed=0)
     batch = worker.sample(60)
@@ -276,7 +276,7 @@ ex = RayExecutor(OmegaConf.structured(RayExecutorConfig(num_cpus=2, preload_modu
 
 @ray.remote(num_cpus=1)
 def imported():
-    return sorted(m for m in ("torch", "rlrun.execution.ray_executor") if m in sys.modules)
+    return sorted(m for m in ("torch", "rlrun.execution.ray_actor") if m in sys.modules)
 
 time.sleep(1.0)  # the workers Ray starts ahead finish their preloading
 print("IMPORTED", ray.get(imported.remote()))
@@ -284,7 +284,7 @@ ex.stop()
 """
 
 
-@pytest.mark.parametrize("preload", [["torch", "rlrun.execution.ray_executor"], []])
+@pytest.mark.parametrize("preload", [["torch", "rlrun.execution.ray_actor"], []])
 def test_workers_of_a_cluster_the_executor_starts_import_the_preload_modules(preload: list[str]) -> None:
     """executor.preload_modules (default: torch and rlrun's worker code) are imported by the workers Ray starts
     ahead, before they get work; [] leaves them bare. A fresh process: the executor must start the cluster."""
