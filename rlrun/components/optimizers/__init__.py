@@ -1,0 +1,46 @@
+"""Optimizer modules (TensorForce 0.3's idea): an optimization strategy is a component, and the loss is a callable.
+
+``GradientStep.step(loss_fn)`` calls ``loss_fn()`` -> ``(loss, info)``, back-propagates, clips and steps a
+``torch.optim`` optimizer over the parameters it was given at build time. Its state (the torch optimizer's moments
+and step counts) is part of the component's ``state_dict`` and so of every checkpoint.
+
+``Synchronization`` keeps a target copy of a module in step with its source: a hard copy every ``every`` calls, or
+Polyak averaging with coefficient ``tau`` on every call.
+
+The other strategies wrap or replace the gradient step:
+
+- ``MultiStep(GradientStep, num_epochs, minibatch_size)``: several epochs of shuffled minibatch steps over one
+  batch (PPO's update).
+- ``NaturalGradient`` (conjugate-gradient natural-gradient step under a KL trust region), ``LineSearch``
+  (backtracking line search) and ``TRPOStep`` (the two composed: TRPO's update, Schulman et al. 2015).
+- ``EvolutionStrategies``: OpenAI-ES (Salimans et al. 2017), a gradient-free step that drives any loss callable.
+
+Callbacks: the callables handed to ``step`` (``loss_fn``, ``kl_fn``) belong to the caller; they run as the
+caller's code, so API calls they make (e.g. to the agent's networks) are traced as the caller's, not as calls of
+the optimizer module (which would be boundary violations, since the networks are not its sub-components).
+A composite module (``MultiStep``, ``TRPOStep``) wraps the callables it passes to its children the same way.
+
+Vocabulary: one *gradient step* (TensorForce's "optimizer step") is one update of the parameters; ``info["loss"]``
+is always the loss at the parameters *before* the step.
+
+Files: ``gradient_step.py`` (GradientStep, Synchronization, ``as_caller``), ``multi_step.py``, ``trust_region.py``
+(NaturalGradient, LineSearch, TRPOStep, conjugate gradient, Fisher-vector products), ``evolution_strategies.py``,
+``flat_params.py`` (parameters as one flat vector).
+"""
+
+from rlrun.components.optimizers.evolution_strategies import EvolutionStrategies, centered_ranks
+from rlrun.components.optimizers.flat_params import flat_grad
+from rlrun.components.optimizers.gradient_step import OPTIMIZERS, GradientStep, Synchronization, as_caller
+from rlrun.components.optimizers.multi_step import MultiStep
+from rlrun.components.optimizers.trust_region import (
+    LineSearch,
+    NaturalGradient,
+    TRPOStep,
+    conjugate_gradient,
+    fisher_vector_product,
+    fisher_vector_product_fn,
+)
+
+__all__ = ["OPTIMIZERS", "EvolutionStrategies", "GradientStep", "LineSearch", "MultiStep", "NaturalGradient",
+           "Synchronization", "TRPOStep", "as_caller", "centered_ranks", "conjugate_gradient", "flat_grad",
+           "fisher_vector_product", "fisher_vector_product_fn"]

@@ -1,0 +1,132 @@
+"""Several epochs of shuffled minibatch gradient steps over one batch (:class:`MultiStep`: PPO's update)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import torch
+from torch import nn
+
+from rlrun.components.base import Component, api
+from rlrun.components.optimizers.gradient_step import GradientStep, as_caller
+
+
+def _batch_size(batch: Any) -> int:
+    """Leading dimension shared by every tensor of a (nested) dict batch."""
+    sizes: dict[str, int] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{path}/{k}" if path else str(k))
+        elif isinstance(value, (tuple, list)):
+            for i, v in enumerate(value):
+                walk(v, f"{path}/{i}" if path else str(i))
+        elif isinstance(value, torch.Tensor):
+            if value.dim() == 0:
+                raise ValueError(f"batch entry '{path}' is a scalar; every entry needs a leading batch dimension")
+            sizes[path] = int(value.shape[0])
+        else:
+            raise TypeError(f"batch entry '{path}' is a {type(value).__name__}, not a tensor")
+
+    walk(batch, "")
+    if not sizes:
+        raise ValueError("the batch holds no tensors")
+    if len(set(sizes.values())) > 1:
+        raise ValueError("batch entries disagree on the leading (batch) dimension: "
+                         + ", ".join(f"{k}: {n}" for k, n in sizes.items()))
+    return next(iter(sizes.values()))
+
+
+def _index(batch: Any, idx: torch.Tensor) -> Any:
+    """The items ``idx`` (a 1-D index tensor) of every tensor of a (nested) batch."""
+    if isinstance(batch, dict):
+        return {k: _index(v, idx) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_index(v, idx) for v in batch)
+    return batch.index_select(0, idx.to(batch.device))
+
+
+def _scalar(value: Any) -> float | None:
+    """``value`` as a float if it is a number or a one-element tensor, else None."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.detach())
+    return None
+
+
+class MultiStep(Component):
+    """Several epochs of gradient steps over shuffled minibatches of one batch (PPO's update; TensorForce's
+    ``MultiStep`` + ``SubsamplingStep``).
+
+    ``step(loss_fn, batch)``: ``batch`` is a (nested) dict of tensors sharing a leading dimension ``N``; each epoch
+    draws a fresh permutation of the ``N`` items and cuts it into ``ceil(N / minibatch_size)`` minibatches (the last
+    may be smaller), and for each calls ``optimizer.step(lambda: loss_fn(minibatch))`` — so every item is used
+    exactly once per epoch, and there are ``num_epochs * ceil(N / minibatch_size)`` gradient steps in all.
+    """
+
+    def __init__(self, optimizer: GradientStep, num_epochs: int = 4, minibatch_size: int = 64, seed: int = 0,
+                 name: str | None = None) -> None:
+        """``optimizer``: the gradient step applied to each minibatch (a sub-component); ``num_epochs``: passes over
+        the batch per call (CleanRL PPO: 4 for Atari, 10 for MuJoCo); ``minibatch_size``: items per gradient step;
+        ``seed``: seed of the shuffling generator (its state is saved with the component)."""
+        super().__init__(name or "multi_step")
+        if int(num_epochs) < 1:
+            raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
+        if int(minibatch_size) < 1:
+            raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+        self.optimizer = optimizer
+        self.num_epochs, self.minibatch_size = int(num_epochs), int(minibatch_size)
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.strategy: Any = None
+        """The device strategy's update (``device=replicas`` / ``device.precision``, a
+        ``rlrun.devices.replicas.ReplicatedUpdate``): each minibatch step is ``strategy.step(optimizer, loss_fn,
+        minibatch)`` instead of ``optimizer.step``; None: the plain step."""
+
+    def _build(self, batch: Any = None) -> None:
+        """Optionally given the space of the batch (a Dict space); nothing to create."""
+
+    def attach(self, parameters: Iterable[nn.Parameter]) -> "MultiStep":
+        """Set the parameters the wrapped gradient step optimises."""
+        self.optimizer.attach(parameters)
+        return self
+
+    @api
+    def step(self, loss_fn: Callable[[Any], tuple[torch.Tensor, dict]], batch: Any) -> dict:
+        """Run ``num_epochs`` epochs of minibatch steps; ``loss_fn(minibatch) -> (loss, info)``.
+
+        Returns the mean over all gradient steps of every scalar entry of the steps' infos (``"loss"`` included;
+        non-scalar entries are left out), plus ``"gradient_steps"``, the number of steps taken.
+        """
+        n = _batch_size(batch)
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        steps = 0
+        for _ in range(self.num_epochs):
+            order = torch.randperm(n, generator=self.generator)
+            for idx in order.split(self.minibatch_size):
+                minibatch = _index(batch, idx)
+                if self.strategy is None:
+                    info = self.optimizer.step(lambda mb=minibatch: as_caller(self, loss_fn, mb))
+                else:
+                    info = self.strategy.step(self.optimizer, lambda shard: as_caller(self, loss_fn, shard),
+                                              minibatch)
+                steps += 1
+                for key, value in info.items():
+                    x = _scalar(value)
+                    if x is not None:
+                        sums[key] = sums.get(key, 0.0) + x
+                        counts[key] = counts.get(key, 0) + 1
+        out: dict[str, Any] = {k: torch.tensor(sums[k] / counts[k]) for k in sums}
+        out["gradient_steps"] = steps
+        return out
+
+    def get_extra_state(self) -> Any:
+        return {"generator": self.generator.get_state()}
+
+    def set_extra_state(self, state: Any) -> None:
+        if state.get("generator") is not None:
+            self.generator.set_state(state["generator"])
