@@ -75,8 +75,8 @@ def tensorboard_series(directory: Path) -> Callable[[str], list[tuple[int, float
 
 def run(mode: str, seconds: float, learning_starts: int, out: Path, smoke: bool,
         device: str = "cpu") -> dict[str, Any]:
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     overrides = ["algo=apex", "env=pong", "executor=ray", f"device={device}", f"algo.learner={mode}",
                  f"algo.learning_starts={learning_starts}", f"stop.wall_time_s={seconds}", "stop.env_steps=null",

@@ -68,8 +68,8 @@ def mann_whitney_exact(a: list[float], b: list[float]) -> float:
 
 def run_once(plan: str, executor: str, seed: int, threshold: float, budget: int) -> tuple[int, float]:
     """One run to ``threshold`` (or the budget): (env steps at the stop, the 20-episode mean then)."""
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     overrides = [*PLANS[plan][0], *EXECUTORS[executor], f"seed={seed}", f"stop.env_steps={budget}",
                  f"stop.episode_return_mean={threshold}", "logger=none", "logger.console.enabled=false",

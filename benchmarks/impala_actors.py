@@ -49,8 +49,8 @@ def idle_learner() -> Iterator[None]:
 
 
 def run(algo: str, mode: str, seconds: float, out: Path, smoke: bool, device: str = "cpu") -> dict[str, Any]:
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     overrides = [f"algo={algo}", "env=pong", "executor=ray", f"device={device}",
                  f"algo.learner={'sync' if mode == 'sync' else 'thread'}",

@@ -2,7 +2,7 @@
 (``logger.mlflow.enabled=false``) and TensorBoard + MLflow (a local sqlite store), as env steps/s ratios against
 ``logger=none``, measured in this one process. Goal (issue 7): >= 0.97.
 
-Each run goes through ``rlrun.run.run_experiment`` with the config the CLI would compose
+Each run goes through ``rlrun.app.run.run_experiment`` with the config the CLI would compose
 (``rlrun.config.compose``), so the figure is what a user's run pays: the env steps/s of ``summary.json``
 (its wall time includes starting the loggers and logging the params, not closing them). The console sink is off
 in all three (it is the same in each and only adds noise). One untimed warm-up run per variant first (imports,
@@ -51,8 +51,8 @@ def variant_overrides(name: str, env_steps: int, mlflow_uri: str) -> list[str]:
 def one_run(overrides: list[str], work: Path) -> tuple[dict[str, Any], float]:
     """``(summary.json, CPU seconds of this process for the whole run)``: the CPU time counts every thread (the
     TensorBoard writer's too) and hardly any of the other work on the shared cores."""
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     cfg = compose(overrides)
     run_dir = Path(tempfile.mkdtemp(dir=work))
@@ -67,9 +67,9 @@ def one_run(overrides: list[str], work: Path) -> tuple[dict[str, Any], float]:
 def logger_costs(overrides: list[str], work: Path) -> tuple[float, float]:
     """Seconds to start the variant's loggers and log the params (inside a run's wall time), and seconds of one
     metrics report of 15 scalars (a run reports once per ``logger.report_interval_s``, default 1 s)."""
+    from rlrun.app.run import flatten_config
     from rlrun.config import compose
     from rlrun.logging.fanout import MetricsLogger
-    from rlrun.run import flatten_config
 
     cfg = compose(overrides)
     run_dir = Path(tempfile.mkdtemp(dir=work))

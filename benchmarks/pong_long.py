@@ -3,7 +3,7 @@ the DeepMind protocol), with the frames and the wall time it took: the papers' h
 a GPU (``device=cuda``). Not in the CI set: hours per run.
 
 Each run is ``rlrun algo=<algo> env=pong device=cuda executor=<executor> stop.episode_return_mean=<target>``
-stepped by ``rlrun.run.run_experiment`` (so checkpoints, TensorBoard and MLflow work as in any run; the run
+stepped by ``rlrun.app.run.run_experiment`` (so checkpoints, TensorBoard and MLflow work as in any run; the run
 directory is ``benchmarks/results/pong_long/<algo>-seed<seed>``); Pong has no lives, so a training episode is a
 whole game and its return is the game score (rewards are clipped to their sign, and Pong's are +-1 already).
 Figures per algorithm: ``frames/<algo>`` and ``wall_s/<algo>`` to the target (null when the budget ran out first),
@@ -38,8 +38,8 @@ SMOKE = {"apex": ["algo.learning_starts=64", "algo.buffer_size=2000", "algo.batc
 
 
 def run(algo: str, seed: int, target: float, frames: int, smoke: bool, out: Path) -> dict[str, Any]:
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     overrides = [f"algo={algo}", "env=pong", f"seed={seed}", f"stop.episode_return_mean={target}",
                  f"stop.env_steps={frames // FRAME_SKIP}", "export.formats=[]"]

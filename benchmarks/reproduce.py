@@ -191,7 +191,7 @@ def load_records(out: Path, suite: str, group: Group) -> dict[tuple[str, int], d
 
 
 def _curve(run_dir: Path) -> list[list[float]]:
-    from rlrun.plot import RETURN_TAG, read_run
+    from rlrun.app.plot import RETURN_TAG, read_run
 
     if not (run_dir / "tensorboard").is_dir():
         return []
@@ -232,7 +232,7 @@ def harvest(runs: Path, out: Path, suite: str, group: Group, smoke: bool = False
 
 
 def _overrides(run_dir: Path) -> list[str]:
-    from rlrun.plot import run_overrides as read
+    from rlrun.app.plot import run_overrides as read
 
     return read(run_dir)
 
@@ -444,7 +444,7 @@ def plot_curves(suite: str, rows: list[dict[str, Any]], out_dir: Path) -> list[P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rlrun.plot import aggregate
+    from rlrun.app.plot import aggregate
 
     written = []
     for env in sorted({r["env"] for r in rows}):

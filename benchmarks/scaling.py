@@ -47,10 +47,10 @@ def measure(case: str, workers: int, seconds: float, warmup_s: float, seed: int 
     """Step one run; return env steps/s, frames/s and learner updates/s over ``seconds`` after the warm-up."""
     from omegaconf import OmegaConf
 
+    from rlrun.app.run import seed_everything
     from rlrun.config import compose
     from rlrun.devices import resolve_device
     from rlrun.registry import registry
-    from rlrun.run import seed_everything
 
     plan, overrides = PLANS[case]
     cfg = compose([f"algo={plan}", "env=pong", "executor=ray", f"executor.num_workers={workers}", f"seed={seed}",

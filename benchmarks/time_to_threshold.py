@@ -13,7 +13,7 @@ two times measured in the same run. Only the ``fraction_reached`` and ``ratio`` 
 baseline in CI.
 
 rlrun runs are built by the registry from the config ``rlrun algo=<algo> env=cartpole logger=none`` composes, and
-stepped with ``algo.training_step()`` and ``rlrun.run.RunLoop`` (what ``run_experiment`` does, without checkpoints,
+stepped with ``algo.training_step()`` and ``rlrun.app.run.RunLoop`` (what ``run_experiment`` does, without checkpoints,
 export and loggers) so that the iteration at which each threshold is first crossed is known exactly. The peers use
 their tuned CartPole settings (rl-baselines3-zoo's ``hyperparams/ppo.yml`` and ``dqn.yml``, trained for the zoo's
 ``n_timesteps`` so its linear schedules are the zoo's), one torch thread like rlrun, on ``cpu``.
@@ -73,10 +73,10 @@ def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps:
               ) -> Crossings:
     from omegaconf import OmegaConf
 
+    from rlrun.app.run import RunLoop, seed_everything
     from rlrun.config import compose
     from rlrun.devices import resolve_device
     from rlrun.registry import registry
-    from rlrun.run import RunLoop, seed_everything
 
     cfg = compose([f"algo={algo}", "env=cartpole", f"seed={seed}", f"stop.env_steps={budget_steps}",
                    "stop.episode_return_mean=null", f"return_window={WINDOW}", "logger=none",

@@ -288,7 +288,7 @@ class CheckpointConfig(Declared):
 
 @dataclass
 class EvalConfig(Declared):
-    """Greedy evaluation during training (rlrun/periodic_eval.py): eval/return_mean, eval/return_std."""
+    """Greedy evaluation during training (rlrun/app/periodic_eval.py): eval/return_mean, eval/return_std."""
 
     key_prefix: ClassVar[str] = "eval"
 
@@ -314,7 +314,7 @@ class ExportConfig(Declared):
 
 @dataclass
 class SweepConfig(Declared):
-    """Settings of a sweep (``rlrun -m``); ignored by a single run. See rlrun/sweep.py."""
+    """Settings of a sweep (``rlrun -m``); ignored by a single run. See rlrun/app/sweep.py."""
 
     key_prefix: ClassVar[str] = "sweep"
 

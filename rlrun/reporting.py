@@ -1,6 +1,6 @@
 """How rlrun reports an error that ends a command: one readable line on stderr and an exit code (2 for bad input),
-or the traceback when the user asked for it. Used by the command line (rlrun/cli.py) and by sweep jobs
-(rlrun/sweep.py), which may run in other processes (joblib workers), so the wish for tracebacks travels in the
+or the traceback when the user asked for it. Used by the command line (rlrun/app/cli.py) and by sweep jobs
+(rlrun/app/sweep.py), which may run in other processes (joblib workers), so the wish for tracebacks travels in the
 environment (``RLRUN_TRACEBACK=1``, set by ``rlrun`` from ``hydra.verbose=true`` or ``HYDRA_FULL_ERROR=1``), not in
 a module global.
 """

@@ -23,11 +23,11 @@ from omegaconf import OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import plain_data
+from rlrun.app.run import CheckpointSchedule
 from rlrun.config import compose
 from rlrun.envs import env_state
 from rlrun.errors import CheckpointError, ConfigError
 from rlrun.registry import registry
-from rlrun.run import CheckpointSchedule
 
 SMALL = ["algo.hidden_sizes=[16]", "algo.batch_size=16", "algo.buffer_size=2000", "algo.learning_starts=40",
          "algo.target_update_every=20", "logger=none"]
@@ -383,8 +383,8 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
     learning_starts). Checkpoints every 48 env steps: those at env steps 48 and 96 are good (no learning yet); the
     run stops at iteration 25 before writing another one. (The CLI turns an RlrunError into one line on stderr and
     its exit code, as tests/test_cli.py shows for other errors.)"""
+    from rlrun.app.run import run_experiment
     from rlrun.errors import RlrunError
-    from rlrun.run import run_experiment
 
     run_dir = tmp_path / "run"
     cfg = compose(["algo.lr=1e30", "algo.learning_starts=100", "algo.hidden_sizes=[16]", "logger=none",

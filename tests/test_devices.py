@@ -30,6 +30,7 @@ from omegaconf import OmegaConf
 from rlrun import spaces as sp
 from rlrun.algos.dqn import DQNAgent
 from rlrun.algos.dqn_config import DQNConfig
+from rlrun.app.run import run_experiment
 from rlrun.components.base import Component, api
 from rlrun.components.graph import graph_text
 from rlrun.components.testing import ComponentTest
@@ -38,7 +39,6 @@ from rlrun.devices import CompiledOrEager, compile_networks, resolve_device
 from rlrun.devices.device_map import apply_device_map, component_paths, move
 from rlrun.devices.replicas import ReplicatedUpdate, split_batch
 from rlrun.errors import ConfigError
-from rlrun.run import run_experiment
 
 OBS = sp.Box(-1.0, 1.0, (4,), np.float32)
 ACTIONS = sp.Discrete(2)

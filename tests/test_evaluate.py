@@ -1,4 +1,4 @@
-"""``rlrun eval`` (rlrun/evaluate.py): a checkpoint's policy without exploration for N episodes; the mean score
+"""``rlrun eval`` (rlrun/app/evaluate.py): a checkpoint's policy without exploration for N episodes; the mean score
 printed, written to eval.json and logged to the run's MLflow run; optional video with gymnasium's RecordVideo."""
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import pytest
 import torch
 from conftest import run_rlrun
 
+from rlrun.app.evaluate import EVAL_SEED_OFFSET, _key_values_as_options, evaluate
 from rlrun.errors import RlrunError
-from rlrun.evaluate import EVAL_SEED_OFFSET, _key_values_as_options, evaluate
 from rlrun.export import restore
 
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> Path:
     """800 env steps of DQN on CartPole (in this process) with an MLflow run in a store of its own."""
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     root = tmp_path_factory.mktemp("eval")
     cfg = compose(["stop.env_steps=800", "algo.learning_starts=100", "algo.hidden_sizes=[32]", "seed=2",

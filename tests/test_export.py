@@ -23,8 +23,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> Path:
     """600 env steps of DQN on CartPole (in this process), exporting TorchScript at the end (the default)."""
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     run_dir = tmp_path_factory.mktemp("export") / "run"
     run_experiment(compose(["stop.env_steps=600", "algo.learning_starts=100", "algo.hidden_sizes=[32]",

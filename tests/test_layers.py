@@ -16,8 +16,8 @@ FLOORS: list[tuple[str, ...]] = [
     ("envs", "devices"),
     ("execution",),
     ("algos",),
-    ("checkpoint", "logging", "export", "evaluate", "periodic_eval", "agent"),
-    ("run", "sweep", "plot", "graph_command", "cli", "__init__"),
+    ("checkpoint", "logging", "export", "agent"),
+    ("app", "__init__"),
 ]
 
 
@@ -47,7 +47,7 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
             out += [(a.name, []) for a in node.names if a.name.startswith("rlrun")]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("rlrun"):
             module = node.module or ""
-            for a in node.names:  # `from rlrun import sweep` imports the module rlrun.sweep
+            for a in node.names:  # `from rlrun.app import sweep` imports the module rlrun.app.sweep
                 sub = f"{module}.{a.name}"
                 out.append((sub, []) if sub in MODULES else (module, [a.name]))
     return out

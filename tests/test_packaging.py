@@ -30,7 +30,7 @@ def test_non_editable_install_ships_configs_and_runs(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code = ("import sys, rlrun; print('FROM', rlrun.__file__); sys.argv = ['rlrun', '--cfg', 'job', 'seed=5']; "
-            "from rlrun.cli import main; main()")
+            "from rlrun.app.cli import main; main()")
     env = {**os.environ, "PYTHONPATH": str(site)}
     proc = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True,
                           check=True)

@@ -1,4 +1,4 @@
-"""Evaluation during training (rlrun/periodic_eval.py, eval.*) and checkpoint history (checkpoint.keep_last,
+"""Evaluation during training (rlrun/app/periodic_eval.py, eval.*) and checkpoint history (checkpoint.keep_last,
 checkpoint.keep_best): evaluations land in TensorBoard and summary.json at multiples of the interval, leave the
 training itself bitwise unchanged (local executor), run on a driver thread on the Ray executor, keep the best
 evaluation's checkpoint as best.pt (which rlrun eval and export take), and bad settings are one clear line."""
@@ -22,8 +22,8 @@ EVAL = ["eval.interval_env_steps=1500", "eval.episodes=3"]
 
 
 def train(overrides: list[str], run_dir: Path) -> dict:
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     return run_experiment(compose(overrides), run_dir)
 

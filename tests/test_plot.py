@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import run_rlrun
 
-from rlrun.plot import FPS_TAG, RETURN_TAG, RunCurves, aggregate, group_runs, read_run
+from rlrun.app.plot import FPS_TAG, RETURN_TAG, RunCurves, aggregate, group_runs, read_run
 
 PLOT = str(Path(sys.executable).parent / "rlrun-plot")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -71,8 +71,8 @@ def assert_same_training_state(a: dict, b: dict) -> None:
 def reference_run(tmp_path_factory) -> Path:
     """The uninterrupted run: 2N env steps (in this process, to save a process start; the CLI runs the same
     run_experiment, and the comparisons below show that both give the same numbers)."""
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     run_dir = tmp_path_factory.mktemp("reference") / "run"
     run_experiment(compose([*COMMON, "logger=none", f"stop.env_steps={2 * N}"]), run_dir)
@@ -88,8 +88,8 @@ def test_stop_then_resume_equals_an_uninterrupted_run(reference: dict, tmp_path:
     """Train N (TensorBoard + MLflow on), stop; resume=<run dir> stop.env_steps=2N. Same numbers as the reference;
     same run directory, TensorBoard log directory and MLflow run, with steps continuing past N. (In this process,
     through run_experiment with the command line's overrides; the SIGKILL test below goes through the CLI.)"""
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     run_dir = tmp_path / "run"
     logger = [f"logger.mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "logger.console.enabled=false"]
@@ -168,8 +168,8 @@ def test_sigint_stops_after_the_iteration_with_a_consistent_checkpoint(tmp_path:
     written its first checkpoint, so the run's handler is in place."""
     import threading
 
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     run_dir = tmp_path / "run"
     path = ckpt.checkpoint_path(run_dir)
@@ -232,8 +232,8 @@ def test_a_truncated_checkpoint_is_refused_and_the_run_dir_left_untouched(finish
 
 
 def test_resuming_a_run_that_reached_its_stop_condition_trains_no_further(finished_run: Path) -> None:
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     path = ckpt.checkpoint_path(finished_run)
     before = path.read_bytes()

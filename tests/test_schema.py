@@ -150,7 +150,7 @@ def test_the_reference_rows_carry_docs_and_declarations() -> None:
     (["algo=ppo", "algo.rollout_steps=0"], "rlrun: error: algo.rollout_steps=0: must be >= 1."),
 ])
 def test_the_issue_bad_inputs_exit_2_with_one_line(tmp_path: Any, overrides: list[str], line: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "rlrun.cli", *overrides, f"hydra.run.dir={tmp_path}/run"],
+    proc = subprocess.run([sys.executable, "-m", "rlrun.app.cli", *overrides, f"hydra.run.dir={tmp_path}/run"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [x for x in proc.stderr.splitlines() if x.strip()]

@@ -65,7 +65,7 @@ class ConsoleSink:
         return line
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        if "eval/return_mean" in metrics:  # an evaluation (rlrun/periodic_eval.py): shown on every later line
+        if "eval/return_mean" in metrics:  # an evaluation (rlrun/app/periodic_eval.py): shown on every later line
             self._eval = (step, metrics["eval/return_mean"])
             if set(metrics) <= {"eval/return_mean", "eval/return_std", "eval/length_mean"}:
                 if self._progress is None:

@@ -12,10 +12,10 @@ import torch
 from rlrun import spaces as sp
 from rlrun.algos.a2c import A2CAgent
 from rlrun.algos.a2c_config import A2CConfig
+from rlrun.app.run import run_experiment
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.errors import ConfigError
-from rlrun.run import run_experiment
 
 from .test_ppo import (
     CARTPOLE_OBS,
@@ -116,7 +116,7 @@ def test_same_seed_same_parameters(env_id):
 
 
 def test_graph(capsys):
-    from rlrun.graph_command import main
+    from rlrun.app.graph import main
 
     main(["algo=a2c"])
     out = capsys.readouterr().out

@@ -19,11 +19,11 @@ from omegaconf import OmegaConf
 from rlrun import spaces as sp
 from rlrun.algos.apex import TRANSITIONS, ApeX, ApexActor, ApexLearner, actor_epsilons
 from rlrun.algos.apex_config import ApexConfig
+from rlrun.app.run import run_experiment
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.envs.gym_env import GymEnvFactory
 from rlrun.execution.rollout_worker import RolloutWorker
-from rlrun.run import run_experiment
 
 OBS = sp.Box(-1.0, 1.0, (4,), np.float32)
 QUIET = ["logger=none", "export.formats=[]"]
@@ -211,7 +211,7 @@ def test_learns_cartpole_with_the_learner_thread_on_the_local_executor(tmp_path:
     in runs of seed 0, so the bar has room for that spread."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from rlrun.evaluate import evaluate
+    from rlrun.app.evaluate import evaluate
 
     summary = run_experiment(compose([*TWO_WORKERS_LOCAL, "logger=none", "logger.tensorboard.enabled=true",
                                       "logger.console.enabled=false", "export.formats=[]", "seed=0",
@@ -235,7 +235,7 @@ def test_learns_cartpole_with_two_workers_on_the_ray_executor(tmp_path: Path) ->
     144 after 60k steps). On Ray the order rollouts arrive in varies, so a seed does not fix the run: greedy means
     after 30k steps were 183-499 over seeds 0, 1, 3, 4 (seed 0: 499), after 25k 156-274 over seeds 0-2; the local
     executor's test, which is deterministic, asks for a training mean of 195."""
-    from rlrun.evaluate import evaluate
+    from rlrun.app.evaluate import evaluate
 
     summary = run_experiment(compose([*TWO_WORKERS_RAY, *QUIET, "seed=0", "stop.env_steps=30000"]), tmp_path / "run")
     assert summary["stop_reason"] == "env_steps"

@@ -13,9 +13,9 @@ from conftest import only_summary, run_rlrun
 
 from rlrun.algos.appo import APPOAgent, appo_loss
 from rlrun.algos.appo_config import APPOConfig
+from rlrun.app.run import run_experiment
 from rlrun.config import compose
 from rlrun.errors import ConfigError
-from rlrun.run import run_experiment
 
 from .test_impala import ENTROPY, tiny_agent, tiny_rollout
 from .test_ppo import assert_same_state, build_algo, params_of

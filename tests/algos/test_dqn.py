@@ -12,11 +12,11 @@ import torch
 from rlrun import spaces as sp
 from rlrun.algos.dqn import DQNAgent
 from rlrun.algos.dqn_config import DQNConfig
+from rlrun.app.run import run_experiment
 from rlrun.components.losses import dqn_td_error
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.config import compose
-from rlrun.run import run_experiment
 
 OBS = sp.Box(-1.0, 1.0, (4,), np.float32)
 

@@ -17,9 +17,9 @@ from rlrun import spaces as sp
 from rlrun.algos.impala import IMPALAAgent, IMPALANetwork
 from rlrun.algos.impala_config import IMPALAConfig
 from rlrun.algos.on_policy import rollout_from_samples
+from rlrun.app.run import run_experiment
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
-from rlrun.run import run_experiment
 
 from .test_ppo import CARTPOLE_OBS, assert_same_state, build_algo, params_of
 

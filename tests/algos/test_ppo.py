@@ -17,10 +17,10 @@ from rlrun import spaces as sp
 from rlrun.algos.on_policy import rollout_from_samples
 from rlrun.algos.ppo import PPO, PPOAgent
 from rlrun.algos.ppo_config import PPOConfig
+from rlrun.app.run import run_experiment, seed_everything
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.registry import registry
-from rlrun.run import run_experiment, seed_everything
 
 CARTPOLE_OBS = gym.make("CartPole-v1").observation_space
 PENDULUM = gym.make("Pendulum-v1")

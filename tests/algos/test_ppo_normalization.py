@@ -82,7 +82,7 @@ def test_statistics_update_from_raw_observations_and_travel_with_the_weights() -
 
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory) -> Path:
-    from rlrun.run import run_experiment
+    from rlrun.app.run import run_experiment
 
     run_dir = tmp_path_factory.mktemp("norm-reference") / "run"
     run_experiment(compose([*SMALL, f"stop.env_steps={2 * N}", "export.formats=[torchscript]"]), run_dir)
@@ -90,7 +90,7 @@ def reference_run(tmp_path_factory) -> Path:
 
 
 def test_stop_then_resume_equals_an_uninterrupted_run(reference_run: Path, tmp_path: Path) -> None:
-    from rlrun.run import run_experiment
+    from rlrun.app.run import run_experiment
 
     run_dir = tmp_path / "run"
     run_experiment(compose([*SMALL, f"stop.env_steps={N}"]), run_dir)

@@ -30,12 +30,12 @@ from rlrun.algos.sac import (
     sac_temperature_loss,
 )
 from rlrun.algos.sac_config import SACConfig
+from rlrun.app.run import run_experiment, seed_everything
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.registry import registry
-from rlrun.run import run_experiment, seed_everything
 
 OBS = sp.Box(-8.0, 8.0, (3,), np.float32)  # Pendulum-v1's observation
 PENDULUM_ACTIONS = sp.Box(-2.0, 2.0, (1,), np.float32)

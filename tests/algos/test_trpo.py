@@ -16,12 +16,12 @@ from conftest import only_summary, rollout_form, run_rlrun
 from rlrun import spaces as sp
 from rlrun.algos.trpo import TRPO, TRPOAgent, mean_kl, trpo_surrogate_loss
 from rlrun.algos.trpo_config import TRPOConfig
+from rlrun.app.run import run_experiment
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import MultiStep, TRPOStep
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.errors import ConfigError
-from rlrun.run import run_experiment
 
 from .test_ppo import (
     CARTPOLE_OBS,
@@ -301,7 +301,7 @@ def test_policy_factory_pickles_and_builds_an_acting_policy():
 
 
 def test_graph(capsys):
-    from rlrun.graph_command import main
+    from rlrun.app.graph import main
 
     main(["algo=trpo"])
     out = capsys.readouterr().out

@@ -65,8 +65,8 @@ CONSTANT_EPSILON = ["algo.epsilon_start=0.3", "algo.epsilon_end=0.3"]
 
 
 def train(overrides: list[str], run_dir: Path) -> dict:
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
-    from rlrun.run import run_experiment
 
     summary = run_experiment(compose(overrides), run_dir, overrides=[])
     assert summary["stop_reason"] == "env_steps"
@@ -164,9 +164,9 @@ def test_a_killed_worker_is_replaced_and_the_run_goes_on(tmp_path: Path) -> None
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from rlrun.algos.dqn import DQN
+    from rlrun.app.run import run_experiment
     from rlrun.config import compose
     from rlrun.registry import registry
-    from rlrun.run import run_experiment
 
     pids: list[list[int]] = []
 

@@ -23,12 +23,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         if sys.argv[1:2] == ["graph"]:
-            from rlrun.graph_command import main as graph_main
+            from rlrun.app.graph import main as graph_main
 
             graph_main(sys.argv[2:])
             return
         if sys.argv[1:2] == ["eval"]:
-            from rlrun.evaluate import main as eval_main
+            from rlrun.app.evaluate import main as eval_main
 
             eval_main(sys.argv[2:])
             return
@@ -87,7 +87,7 @@ def _hydra_entry() -> None:
 
     store_schemas()
     hydra_search_path.register()
-    from rlrun import sweep
+    from rlrun.app import sweep
 
     sweep.register_resolvers()  # ${rlrun.sweep_dir:...} in hydra.sweep.dir (sweep.resume)
 
@@ -96,14 +96,14 @@ def _hydra_entry() -> None:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
+        from rlrun.app.run import run_experiment
         from rlrun.config import validate
         from rlrun.errors import RlrunError
         from rlrun.registry import RegistryError
-        from rlrun.run import run_experiment
 
         hydra_cfg = HydraConfig.get()
         if hydra_cfg.mode == RunMode.MULTIRUN:
-            # One job of a sweep: a failure is reported and recorded, and the sweep goes on (rlrun/sweep.py).
+            # One job of a sweep: a failure is reported and recorded, and the sweep goes on (rlrun/app/sweep.py).
             return sweep.run_job(cfg, lambda c: run_experiment(validate(c), hydra_cfg.runtime.output_dir))
         try:
             validate(cfg)

@@ -102,7 +102,7 @@ class PeriodicEvaluator:
             plain_data.set_rng_state(state)
 
     def _play(self, policy: Any, env_steps: int, candidate: Any = None) -> EvalOutcome:
-        from rlrun.evaluate import run_episodes
+        from rlrun.app.evaluate import run_episodes
 
         state = plain_data.rng_state() if not self.background else None
         try:

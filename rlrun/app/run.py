@@ -458,7 +458,7 @@ def _make_evaluator(cfg: DictConfig, env_factory: Any, algo: Any, env_steps: int
     """The periodic evaluator of ``eval.*`` (None without ``eval.interval_env_steps``), restored on resume."""
     if cfg.eval.interval_env_steps is None:
         return None
-    from rlrun.periodic_eval import PeriodicEvaluator
+    from rlrun.app.periodic_eval import PeriodicEvaluator
 
     background = cfg.eval.background if cfg.eval.background is not None else cfg.executor.name == "ray"
     evaluator = PeriodicEvaluator(cfg.eval, env_factory, algo, int(cfg.seed), env_steps, background)
