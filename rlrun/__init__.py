@@ -8,7 +8,7 @@ __all__ = ["make_agent", "register", "registry", "__version__"]
 
 def __getattr__(name: str):  # noqa: ANN202 - lazily: `import rlrun` stays free of torch
     if name == "make_agent":
-        from rlrun.agent import make_agent
+        from rlrun.agent import make_agent  # lazily: `import rlrun` (the CLI, plugins) stays free of torch
 
         return make_agent
     raise AttributeError(f"module 'rlrun' has no attribute {name!r}")

@@ -48,7 +48,11 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.on_policy import rollout_from_steps
+from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
+from rlrun.execution.rollout_worker import with_final_obs
+from rlrun.export import export_onnx, export_torchscript
+from rlrun.registry import registry
 
 
 def make_agent(algo: str, observation_space: sp.Space, action_space: sp.Space, seed: int = 0,
@@ -63,9 +67,6 @@ def make_agent(algo: str, observation_space: sp.Space, action_space: sp.Space, s
     one thread per core made a PPO update of a small MLP ~13x slower on a busy 2-core machine; None leaves it)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
-
-    from rlrun.envs.gym_env import EnvSpec
-    from rlrun.registry import registry
 
     algo_cls = registry.get("algo", algo)
     schema = registry.schema("algo", algo)
@@ -146,8 +147,6 @@ class Agent:
     def final_obs(self, next_obs: Any, terminated: Any, truncated: Any, info: dict) -> Any:
         """``next_obs`` of a gymnasium vector env step (SAME_STEP autoreset) with each finished copy's row replaced
         by its real final observation from ``info["final_obs"]``: what :meth:`observe` needs."""
-        from rlrun.execution.rollout_worker import with_final_obs
-
         done = np.asarray(terminated) | np.asarray(truncated)
         return with_final_obs(self.observation_space, next_obs, info, done) if done.any() else next_obs
 
@@ -215,8 +214,6 @@ class Agent:
     def export_model(self, path: str | Path, format: str = "torchscript") -> Path:  # noqa: A002 - the CLI's word
         """The greedy policy (observations -> actions) as TorchScript (``torch.jit.load``) or ONNX (needs the
         ``export`` extra) at ``path``."""
-        from rlrun.export import export_onnx, export_torchscript
-
         if format not in ("torchscript", "onnx"):
             raise ConfigError(f"export_model format={format!r}: not one of torchscript, onnx.")
         exporter = export_torchscript if format == "torchscript" else export_onnx

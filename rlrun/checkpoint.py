@@ -37,6 +37,9 @@ from typing import Any, Sequence
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from rlrun.components.memories import ReplayMemory
+from rlrun.components.prioritized_replay import PrioritizedReplayMemory
+from rlrun.config import GROUPS, RunConfig, compose, schema_for
 from rlrun.errors import CheckpointError, ConfigError
 
 FORMAT = "rlrun-checkpoint"
@@ -54,9 +57,6 @@ RESUMABLE_KEYS = ("stop", "checkpoint", "logger", "device", "return_window", "ex
 
 
 def _memory_types() -> tuple[type, ...]:
-    from rlrun.components.memories import ReplayMemory
-    from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-
     return (ReplayMemory, PrioritizedReplayMemory)
 
 
@@ -248,8 +248,6 @@ def _key_allowed(key: str) -> bool:
 
 def typed_config(saved: dict[str, Any]) -> DictConfig:
     """A saved (plain) config typed again by its schemas, so that the algorithm gets its config dataclass."""
-    from rlrun.config import GROUPS, RunConfig, schema_for
-
     plain = {k: v for k, v in saved.items() if k not in GROUPS}
     cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), plain)
     for group in GROUPS:
@@ -348,8 +346,6 @@ def _check_overrides_early(saved: dict[str, Any], argv: Sequence[str]) -> None:
     same check in the run itself."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
-
-    from rlrun.config import compose
 
     if any(a.startswith("-") for a in argv):
         return

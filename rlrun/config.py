@@ -23,7 +23,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from rlrun import hydra_search_path
 from rlrun.errors import ConfigError
+from rlrun.registry import RegistryError, registry
 from rlrun.schema import Declared, check_declared, key
 
 # ---------------------------------------------------------------- env
@@ -360,8 +362,6 @@ _BUILTIN_SCHEMAS = {
 
 def store_schemas() -> None:
     """Put every schema into Hydra's ConfigStore (group ``schema/<group>``) and the run schema as ``base_config``."""
-    from rlrun.registry import registry
-
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RunConfig)
     for (group, name), schema in _BUILTIN_SCHEMAS.items():
@@ -377,8 +377,6 @@ def store_schemas() -> None:
 
 def schema_for(group: str, node: DictConfig) -> Any:
     """The schema class that a composed group node must satisfy."""
-    from rlrun.registry import RegistryError, registry
-
     if group == "device":
         return DeviceConfig
     if group == "logger":
@@ -397,8 +395,6 @@ def compose(overrides: Sequence[str]):  # type: ignore[no-untyped-def]
     """The validated config for these overrides, composed as the CLI composes it."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
-
-    from rlrun import hydra_search_path
 
     store_schemas()
     hydra_search_path.register()

@@ -28,8 +28,11 @@ from typing import Any, Iterator, Sequence
 import torch
 from torch import nn
 
+from rlrun import checkpoint as ckpt
 from rlrun import spaces as sp
 from rlrun.errors import RlrunError, one_line
+from rlrun.execution.timing import StageTimer
+from rlrun.registry import registry
 
 FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
 
@@ -200,8 +203,6 @@ class _NoEnvExecutor:
     """An executor that builds no env workers: enough to construct an algorithm and load its weights."""
 
     def __init__(self) -> None:
-        from rlrun.execution.timing import StageTimer
-
         self.timer = StageTimer()
 
     num_workers = 1  # what a plan may read before building its worker set (rlrun/execution/worker_set.py)
@@ -250,9 +251,6 @@ def restore(path: str | Path, device: str = "cpu") -> Restored:
     """Load the checkpoint of a run directory (or a checkpoint file) into its algorithm, built on ``device``
     without env workers; the replay memory is not loaded (acting does not need it)."""
     from omegaconf import OmegaConf
-
-    from rlrun import checkpoint as ckpt
-    from rlrun.registry import registry
 
     file = ckpt.find_checkpoint(path)
     state = ckpt.load_checkpoint(file)

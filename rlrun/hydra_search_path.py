@@ -5,10 +5,11 @@ does not see packages installed in editable mode."""
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
+from rlrun.registry import registry
+
 
 class RlrunPluginSearchPath(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        from rlrun.registry import registry
 
         registry.load_plugins()
         for path in registry.config_paths:

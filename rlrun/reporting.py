@@ -11,6 +11,9 @@ import os
 import sys
 from typing import Sequence
 
+from rlrun.errors import RlrunError
+from rlrun.registry import RegistryError
+
 EXIT_CONFIG = 2
 TRACEBACK_ENV = "RLRUN_TRACEBACK"
 
@@ -47,9 +50,6 @@ def describe_error(e: BaseException) -> tuple[str, int]:
     """One readable paragraph and an exit code for an exception that ended the run."""
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
-
-    from rlrun.errors import RlrunError
-    from rlrun.registry import RegistryError
 
     if isinstance(e, RlrunError):
         return str(e), e.exit_code

@@ -128,3 +128,25 @@ def test_capabilities_are_declared_not_probed() -> None:
               ('hasattr(agent, "update_strategy")', 'getattr(component, "learns_from_rollouts"',
                'getattr(component, "observe"') if needle in path.read_text()]
     assert probes == []
+
+
+def test_imports_inside_functions_say_why() -> None:
+    """An import of an rlrun module inside a function hides an edge of the graph from a reader: it needs a reason,
+    in a comment on its line or the line above, or for the whole module in a comment that starts with
+    ``# Imports inside functions:`` (the command line's start-up cost)."""
+    silent = []
+    for m, path in MODULES.items():
+        lines = path.read_text().split("\n")
+        if any(line.startswith("# Imports inside functions:") for line in lines):
+            continue
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for n in ast.walk(node):
+                names = ([a.name for a in n.names] if isinstance(n, ast.Import)
+                         else [n.module or ""] if isinstance(n, ast.ImportFrom) and n.level == 0 else [])
+                if any(name.startswith("rlrun") for name in names):
+                    here, above = lines[n.lineno - 1], lines[n.lineno - 2].strip()
+                    if "#" not in here and not above.startswith("#"):
+                        silent.append(f"{m}:{n.lineno}: {here.strip()}")
+    assert silent == []

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import torch
 
 from rlrun.envs.gym_env import EnvSpec
+from rlrun.errors import RlrunError
 
 
 @dataclass
@@ -74,8 +75,6 @@ class Algorithm(ABC):
         exploration and ``rlrun export`` exports. Default: the ``agent`` attribute, when the plan has one."""
         agent = getattr(self, "agent", None)
         if agent is None or not callable(getattr(agent, "get_actions", None)):
-            from rlrun.errors import RlrunError
-
             raise RlrunError(f"{type(self).__name__} has no acting policy (an 'agent' with get_actions(obs, explore)); "
                              f"define acting_policy() to evaluate or export it.")
         return agent

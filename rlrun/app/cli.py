@@ -13,6 +13,9 @@ from typing import Sequence
 
 from rlrun.reporting import report_and_exit, request_tracebacks, tracebacks_requested, wants_traceback
 
+# Imports inside functions: start-up cost. `rlrun --help` and a config error must answer without importing torch,
+# Ray or MLflow; each subcommand imports what it needs (`rlrun graph` the component library, a run the whole stack).
+
 
 def main(argv: Sequence[str] | None = None) -> None:
     if argv is not None:

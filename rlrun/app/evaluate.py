@@ -26,6 +26,8 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.errors import RlrunError
+from rlrun.export import restore
+from rlrun.registry import registry
 
 EVAL_SEED_OFFSET = 1000  # default eval seed = run seed + this
 
@@ -93,8 +95,6 @@ def make_env(env_cfg: Any, video_dir: Path | None) -> Any:
     episode) when ``video_dir`` is set."""
     from omegaconf import OmegaConf
 
-    from rlrun.registry import registry
-
     if video_dir is None:
         return registry.build("env", env_cfg.name, env_cfg).make(evaluation=True)
     cfg = OmegaConf.merge(env_cfg, {"kwargs": {"render_mode": "rgb_array"}})
@@ -113,8 +113,6 @@ def make_env(env_cfg: Any, video_dir: Path | None) -> Any:
 def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, video_dir: Path | None = None,
              write: bool = True) -> EvalResult:
     """Evaluate the checkpoint of a run directory (or a checkpoint file); write eval.json and log to MLflow."""
-    from rlrun.export import restore
-
     if episodes < 1:
         raise RlrunError(f"episodes={episodes}: must be at least 1.")
     restored = restore(target)

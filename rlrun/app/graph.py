@@ -8,6 +8,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from rlrun import spaces as sp
+from rlrun.components.graph import graph_dot, graph_text, trace_calls
+from rlrun.config import compose
+from rlrun.devices import resolve_device
+from rlrun.errors import ConfigError
+from rlrun.registry import registry
+
 
 def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(prog="rlrun graph", description=__doc__)
@@ -19,12 +26,6 @@ def main(argv: Sequence[str]) -> None:
     import torch
     from omegaconf import OmegaConf
 
-    from rlrun import spaces as sp
-    from rlrun.components.graph import graph_dot, graph_text, trace_calls
-    from rlrun.config import compose
-    from rlrun.devices import resolve_device
-    from rlrun.errors import ConfigError
-    from rlrun.registry import registry
 
     cfg = compose(args.overrides)
     device = resolve_device(cfg.device)

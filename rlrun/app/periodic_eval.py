@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from rlrun import plain_data
+from rlrun.app.evaluate import run_episodes
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,6 @@ class PeriodicEvaluator:
             plain_data.set_rng_state(state)
 
     def _play(self, policy: Any, env_steps: int, candidate: Any = None) -> EvalOutcome:
-        from rlrun.app.evaluate import run_episodes
-
         state = plain_data.rng_state() if not self.background else None
         try:
             policy.eval() if hasattr(policy, "eval") else None

@@ -101,7 +101,7 @@ def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_PO
 def group_runs(runs: list[RunCurves]) -> tuple[dict[str, list[RunCurves]], list[str]]:
     """Runs grouped by their overrides less the seed; the labels keep only the overrides that differ between
     groups. Returns ``({label: runs}, the overrides every run shares)``."""
-    from rlrun.app.sweep import group_of
+    from rlrun.app.sweep import group_of  # lazily: the sweep module loads Hydra, which plotting rarely needs
 
     keys = {id(r): group_of(r.overrides).split(" ") if r.overrides else [r.run_dir.name] for r in runs}
     common = set.intersection(*(set(k) for k in keys.values())) if runs else set()

@@ -46,8 +46,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import plain_data
+from rlrun.app.periodic_eval import PeriodicEvaluator
+from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import RlrunError
+from rlrun.export import export_policy
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.registry import registry
 
@@ -235,8 +238,6 @@ def _task_overrides() -> list[str]:
 
 def _resumed_config(cfg: DictConfig, overrides: Sequence[str] | None) -> tuple[DictConfig, Path, dict[str, Any]]:
     """The config, run directory and checkpoint state of ``resume=<run dir or checkpoint>``."""
-    from rlrun.config import validate
-
     path = ckpt.find_checkpoint(str(cfg.resume))
     state = ckpt.load_checkpoint(path)
     resumed = ckpt.resume_config(state["config"], cfg, _task_overrides() if overrides is None else overrides)
@@ -458,7 +459,6 @@ def _make_evaluator(cfg: DictConfig, env_factory: Any, algo: Any, env_steps: int
     """The periodic evaluator of ``eval.*`` (None without ``eval.interval_env_steps``), restored on resume."""
     if cfg.eval.interval_env_steps is None:
         return None
-    from rlrun.app.periodic_eval import PeriodicEvaluator
 
     background = cfg.eval.background if cfg.eval.background is not None else cfg.executor.name == "ray"
     evaluator = PeriodicEvaluator(cfg.eval, env_factory, algo, int(cfg.seed), env_steps, background)
@@ -513,8 +513,6 @@ def _restore(state: dict[str, Any], algo: Any, executor: Any, loop: RunLoop) -> 
 
 def _export_at_end(algo: Any, spec: Any, run_dir: Path, formats: list[str], logger: MetricsLogger) -> list[str]:
     """Export the acting policy; a failure is a warning (the run's results stand without it)."""
-    from rlrun.export import export_policy
-
     try:
         paths = export_policy(algo.acting_policy(), spec, run_dir / "export", formats)
     except Exception as e:  # noqa: BLE001

@@ -40,6 +40,11 @@ from typing import Any, Callable
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from rlrun.errors import ConfigError, RlrunError
+from rlrun.reporting import describe_error, report_and_exit, tracebacks_requested
+
+# Imports inside functions: MLflow (seconds to import) only where a sweep talks to its tracking store.
+
 MANIFEST = "sweep.json"
 JOBS_DIR = "jobs"
 SUMMARY_MD = "sweep_summary.md"
@@ -120,8 +125,6 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         import logging
 
-        from rlrun.errors import RlrunError
-
         logging.getLogger("alembic").setLevel(logging.WARNING)  # Optuna's import logs alembic's plugin set-up
         try:
             start_sweep(config)
@@ -137,15 +140,11 @@ class SweepCallback(Callback):
 
 
 def _config_error(message: str) -> Exception:
-    from rlrun.errors import ConfigError
-
     return ConfigError(message)
 
 
 def _report(e: BaseException) -> None:
     """Hydra turns an Exception raised by a callback into a warning: end here with rlrun's one-line message."""
-    from rlrun.reporting import report_and_exit, tracebacks_requested
-
     if tracebacks_requested():
         raise SystemExit(getattr(e, "exit_code", 1)) from e
     report_and_exit(e)
@@ -360,8 +359,6 @@ def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> flo
               f"sweep.resume={sweep_dir}", file=sys.stderr, flush=True)
         raise
     except Exception as e:  # noqa: BLE001 - one failing job never stops the others
-        from rlrun.reporting import describe_error, tracebacks_requested
-
         if tracebacks_requested():
             import traceback
 

@@ -31,6 +31,7 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
+from rlrun.errors import ConfigError
 
 RECENT_WINDOW = 16384  # frames whose hashes are remembered for dedup across inserts
 
@@ -246,8 +247,6 @@ def attach_frame_store(memory: Component, leaves: dict[str, sp.Space], capacity:
     if frames_per_record is None:
         return None
     if frames_per_record <= 0:
-        from rlrun.errors import ConfigError
-
         raise ConfigError(f"algo.frames_per_record={frames_per_record}: must be positive (about 1.1 for Atari "
                           f"streams), or null to store every frame stack whole.")
     keys = tuple(k for k, leaf in leaves.items() if is_frame_stack(leaf))

@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from rlrun import spaces as sp
-from rlrun.components.base import Component, api
+from rlrun.components.base import Component, ComponentBuildError, api
 
 
 def dqn_td_error(q: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
@@ -56,8 +56,6 @@ class DQNLoss(Component):
         self.require("q", q, kinds=(sp.Box,), rank=1, floating=True)
         self.require("actions", actions, kinds=(sp.Discrete,))
         if int(actions.n) != q.shape[0]:
-            from rlrun.components.base import ComponentBuildError
-
             raise ComponentBuildError(f"{self.name}: q has {q.shape[0]} action values but actions is "
                                       f"{sp.describe(actions)}")
         self.output_spaces["loss"] = sp.Tuple((sp.Box(-np.inf, np.inf, (), np.float32),

@@ -17,8 +17,9 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.components.base import Component, api
+from rlrun.components.base import Component, ComponentBuildError, api
 from rlrun.errors import ConfigError
+from rlrun.registry import RegistryError, registry
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 
@@ -61,8 +62,6 @@ class FlattenObservation(Component):
 
 
 def _unsupported(name: str, key: str, leaf: sp.Space) -> Exception:
-    from rlrun.components.base import ComponentBuildError
-
     where = f"{name}.obs[{key}]" if key else f"{name}.obs"
     return ComponentBuildError(f"{where}: cannot flatten {sp.describe(leaf)}")
 
@@ -104,8 +103,6 @@ def _conv_out(size: int, kernel: int, stride: int, padding: int = 0) -> int:
 
 def _require_image(component: Component, key: str, space: sp.Space) -> tuple[int, int, int]:
     """``(C, H, W)`` of a channel-first image Box, or a ComponentBuildError naming the component and input."""
-    from rlrun.components.base import ComponentBuildError
-
     if not isinstance(space, sp.Box) or len(space.shape) != 3:
         raise ComponentBuildError(f"{component.name}.{key} expects an image Box [C, H, W] (channel-first, uint8 or "
                                   f"float) but got {sp.describe(space)}")
@@ -133,8 +130,6 @@ class _ImageTorso(Component):
         raise TypeError(f"{type(self).__name__} must define _build_body (the conv stack for its input size)")
 
     def _too_small(self, h: int, w: int, out_h: int, out_w: int, min_size: int) -> Exception:
-        from rlrun.components.base import ComponentBuildError
-
         return ComponentBuildError(
             f"{self.name}.obs: image {h}x{w} is too small (the last conv layer would output {out_h}x{out_w}); "
             f"{type(self).__name__} needs H and W >= {min_size} (got {sp.describe(self.input_spaces['obs'])}; "
@@ -293,8 +288,6 @@ def make_torso(network: str, hidden_sizes: list[int], activation: str, name: str
     ``hidden_sizes`` and ``activation``; ``auto`` picks ``nature_cnn`` for a uint8 image Box ``[C, H, W]`` and
     ``mlp`` otherwise (it needs ``obs``). Only feed-forward torsos (obs -> features) qualify: a recurrent core is
     the algorithm's own choice (IMPALA's ``use_lstm``)."""
-    from rlrun.registry import RegistryError, registry
-
     if network == "auto":
         if obs is None:
             raise ConfigError("algo.network=auto needs the observation space to choose; name a torso instead.")

@@ -15,7 +15,10 @@ from typing import Any
 import torch
 
 from rlrun.devices.compile import compile_networks
+from rlrun.devices.device_map import apply_device_map
+from rlrun.devices.replicas import ReplicatedUpdate
 from rlrun.errors import ConfigError
+from rlrun.registry import registry
 
 log = logging.getLogger(__name__)
 
@@ -87,19 +90,14 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
                               f"device.precision and device.compile do not apply to it.")
         return
     if mapping:
-        from rlrun.devices.device_map import apply_device_map
-
         placement = apply_device_map(agent, mapping, default=device)
         log.info("device map: %s", ", ".join(f"{k} on {v}" for k, v in placement.items()))
     if name == "replicas" or precision != "fp32":
         if not agent.routes_updates:
-            from rlrun.registry import registry
-
             able = [n for n in registry.names("algo") if _routes_updates(n)]
             raise ConfigError(f"{type(agent).__name__} does not route its update through the device strategy, so "
                               f"device=replicas and device.precision=bf16 are not available for it (they are for "
                               f"algo={', '.join(able)}). Use device=cpu|cuda|auto with device.precision=fp32.")
-        from rlrun.devices.replicas import ReplicatedUpdate
 
         agent.update_strategy = ReplicatedUpdate(num_replicas(cfg) if name == "replicas" else 1,
                                                  torch.bfloat16 if precision == "bf16" else None, device.type)
@@ -110,7 +108,5 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
 
 def _routes_updates(algo: str) -> bool:
     """Whether algorithm ``algo``'s agent declares ``routes_updates`` (for the error message's list)."""
-    from rlrun.registry import registry
-
     agent_class = getattr(registry.get("algo", algo), "agent_class", None)
     return bool(getattr(agent_class, "routes_updates", False))

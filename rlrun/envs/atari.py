@@ -321,7 +321,7 @@ class AtariEnvFactory:
         self.game = resolve_game(cfg.game)
         self.env_id = f"ALE/{self.game}-v5"
         if cfg.backend == "envpool":
-            from rlrun.envs.envpool_env import check_envpool
+            from rlrun.envs.envpool_env import check_envpool  # envpool is an optional extra: only when chosen
 
             check_envpool(self)
         probe = self.make()
@@ -368,7 +368,7 @@ class AtariEnvFactory:
         if mode not in VECTOR_MODES:
             raise ConfigError(f"executor.vector_mode={mode}: must be sync or async.")
         if self.cfg.backend == "envpool":
-            from rlrun.envs.envpool_env import EnvPoolVectorEnv
+            from rlrun.envs.envpool_env import EnvPoolVectorEnv  # the optional extra, only when chosen
 
             return EnvPoolVectorEnv(self, num_envs)
         fns: list[Callable[[], gym.Env]] = [self.make for _ in range(num_envs)]

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from rlrun import spaces as sp
+from rlrun.envs.protocol import gym_card
 from rlrun.errors import ConfigError
 
 
@@ -60,8 +61,6 @@ class GymEnvFactory:
 
     def protocol_card(self) -> dict[str, Any]:
         """The env protocol card (rlrun/envs/protocol.py): id, gymnasium version, time limit, frame skip, kwargs."""
-        from rlrun.envs.protocol import gym_card
-
         if self.cfg.max_episode_steps is not None:
             limit: int | None = int(self.cfg.max_episode_steps)
         else:

@@ -20,6 +20,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlrun.envs.gym_env import GymEnvFactory
+from rlrun.envs.protocol import versions
 from rlrun.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -70,8 +71,6 @@ class MujocoEnvFactory(GymEnvFactory):
         return super().make(evaluation)
 
     def protocol_card(self) -> dict[str, Any]:
-        from rlrun.envs.protocol import versions
-
         card = super().protocol_card()
         card["env_factory"] = "mujoco"
         card["versions"] = versions("gymnasium", "mujoco")

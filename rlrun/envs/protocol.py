@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlrun.fingerprint import package_versions
+
 UNITS = ("agent step = one action in one env copy = frame_skip emulator frames (frames = agent steps x frame_skip); "
          "max_episode_steps in agent steps, max_episode_frames in frames")
 
@@ -37,8 +39,6 @@ ATARI_SCORE = ("game_score: sum of unclipped rewards over a whole game (all live
 
 def versions(*packages: str) -> dict[str, str | None]:
     """Installed version of each distribution (None when absent)."""
-    from rlrun.fingerprint import package_versions
-
     return package_versions(tuple(packages))
 
 

@@ -15,6 +15,8 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from rlrun.errors import CheckpointError
+from rlrun.execution.replay_shards import LocalReplayShardSet
 from rlrun.execution.rollout_worker import EnvFactory, Policy, RolloutWorker
 from rlrun.execution.sample_batch import SampleBatch
 from rlrun.execution.timing import StageTimer
@@ -156,8 +158,6 @@ class LocalExecutor:
 
     def replay_shards(self, factory: Any, num_shards: int) -> Any:
         """``num_shards`` in-process replay shards, ``factory(i)`` each (``rlrun/execution/replay_shards.py``)."""
-        from rlrun.execution.replay_shards import LocalReplayShardSet
-
         shards = LocalReplayShardSet(factory, num_shards, self.timer)
         self._replay_shard_sets.append(shards)
         return shards
@@ -181,8 +181,6 @@ class LocalExecutor:
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore the workers' state; returns False where the env copies could not be restored exactly."""
-        from rlrun.errors import CheckpointError
-
         saved = state.get("worker_sets", [])
         if [len(s) for s in saved] != [len(ws.workers) for ws in self._worker_sets]:
             raise CheckpointError(f"the checkpoint holds {[len(s) for s in saved]} workers per worker set but the run "

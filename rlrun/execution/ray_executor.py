@@ -57,6 +57,7 @@ import torch
 
 from rlrun.errors import CheckpointError, ConfigError, RlrunError, one_line
 from rlrun.execution.ray_worker_set import RayWorkerSet
+from rlrun.execution.replay_shards import RayReplayShardSet
 from rlrun.execution.rollout_worker import EnvFactory, Policy
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import PolicyFactory
@@ -142,8 +143,6 @@ class RayExecutor:
     def replay_shards(self, factory: Any, num_shards: int) -> Any:
         """``num_shards`` replay shard actors, ``factory(i)`` each (``rlrun/execution/replay_shards.py``), with
         ``executor.cpus_per_replay_shard`` CPUs each."""
-        from rlrun.execution.replay_shards import RayReplayShardSet
-
         shards = RayReplayShardSet(self, factory, num_shards)
         self._replay_shard_sets.append(shards)
         return shards

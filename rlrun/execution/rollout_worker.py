@@ -15,7 +15,10 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
+from rlrun.envs.env_state import set_vector_env_state, vector_env_state
+from rlrun.errors import ConfigError
 from rlrun.execution.sample_batch import SampleBatch, map_nest, stack_nests
+from rlrun.plain_data import decode, encode
 
 
 class EnvFactory(Protocol):
@@ -77,8 +80,6 @@ class EnvGroups:
 
     def __init__(self, env_factory: EnvFactory, num_envs: int, groups: int = PIPELINE_GROUPS) -> None:
         from gymnasium.vector.utils import batch_space
-
-        from rlrun.errors import ConfigError
 
         if num_envs < groups:
             raise ConfigError(f"executor.vector_mode=pipelined needs at least {groups} env copies per worker (one "
@@ -147,8 +148,6 @@ class RolloutWorker:
                  vector_mode: str = "sync", device: torch.device | str = "cpu", worker_index: int = 0,
                  acting_seed_base: int | None = None) -> None:
         if vector_mode not in VECTOR_MODES:
-            from rlrun.errors import ConfigError
-
             raise ConfigError(f"executor.vector_mode={vector_mode}: must be one of {', '.join(VECTOR_MODES)}.")
         self.env_factory, self.policy, self.num_envs = env_factory, policy, num_envs
         self.spec = env_factory.spec
@@ -157,8 +156,6 @@ class RolloutWorker:
         self.serial = vector_mode == "serial"
         self.pipelined = vector_mode == "pipelined"
         if self.pipelined and _hook(policy, "reset_episodes") is not None:
-            from rlrun.errors import ConfigError
-
             raise ConfigError(f"executor.vector_mode=pipelined: the policy ({type(policy).__name__}) keeps per-copy "
                               f"state (reset_episodes) and must act on all copies at once; use vector_mode=sync.")
         self.envs = (EnvGroups(env_factory, num_envs) if self.pipelined
@@ -385,18 +382,12 @@ class RolloutWorker:
         """The worker's state between samples as plain data (rlrun.plain_data; a checkpoint holds it): current
         observations, episode accumulators and every env copy's state (rlrun.envs.env_state; None for async
         copies, which live in subprocesses). The acting random stream is ``rng_state``, kept by the executor."""
-        from rlrun.envs.env_state import vector_env_state
-        from rlrun.plain_data import encode
-
         return {"obs": encode(self.obs), "returns": encode(self._returns), "lengths": encode(self._lengths),
                 "envs": vector_env_state(self.envs)}
 
     def set_state(self, state: dict[str, Any]) -> bool:
         """Restore :meth:`get_state`'s result; returns False (and leaves the freshly reset env copies as they are)
         where the env state could not be held (async env copies)."""
-        from rlrun.envs.env_state import set_vector_env_state, vector_env_state
-        from rlrun.plain_data import decode
-
         if state["envs"] is None or vector_env_state(self.envs) is None:
             return False
         set_vector_env_state(self.envs, state["envs"])

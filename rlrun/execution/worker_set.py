@@ -77,6 +77,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 import numpy as np
 import torch
 
+from rlrun.errors import ConfigError
 from rlrun.execution.rollout_worker import Policy
 from rlrun.execution.sample_batch import SampleBatch
 
@@ -175,8 +176,6 @@ class PolicyCopy:
     def __init__(self, policy: Any) -> None:
         size = policy_bytes(policy)
         if size > self.MAX_BYTES:
-            from rlrun.errors import ConfigError
-
             raise ConfigError(f"the policy object has {size / 2**20:.0f} MiB of tensors (a replay memory inside it?): "
                               f"too much to copy into every remote rollout worker. The plan must pass "
                               f"executor.worker_set(..., policy_factory=...) building an acting-only policy.")

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from rlrun.registry import registry
+
 log = logging.getLogger(__name__)
 
 
@@ -41,8 +43,6 @@ class MetricsLogger:
     @classmethod
     def from_config(cls, cfg: Any, run_dir: Path, run_name: str, total_env_steps: int | None) -> "MetricsLogger":
         """Every registered logger sink whose node ``logger.<name>`` is enabled, in registration order."""
-        from rlrun.registry import registry
-
         context = RunContext(Path(run_dir), run_name, total_env_steps)
         sinks: list[Sink] = []
         for name in registry.names("logger"):

@@ -29,6 +29,7 @@ from typing import Any, Callable, ClassVar
 from urllib.parse import urlparse
 
 from rlrun.errors import one_line
+from rlrun.fingerprint import fingerprint_tags, package_versions
 from rlrun.logging.fanout import RunContext
 
 MAX_PARAMS_PER_BATCH = 100
@@ -114,8 +115,6 @@ def protocol_card(params: dict[str, Any]) -> dict[str, Any]:
 
     Atari-specific fields (sticky actions, full action space, preprocessing) join once the env factory has them.
     """
-    from rlrun.fingerprint import package_versions
-
     env = {k[len("env."):]: v for k, v in params.items() if k.startswith("env.")}
     env_id = env.get("id")
     kwargs = {k[len("kwargs."):]: v for k, v in env.items() if k.startswith("kwargs.")}
@@ -155,8 +154,6 @@ class MLflowSink:
 
     def __init__(self, cfg: Any, run_dir: Path, run_name: str) -> None:
         import mlflow  # noqa: F401 - the heavy import, only when MLflow logging is on
-
-        from rlrun.fingerprint import fingerprint_tags
 
         self.cfg = cfg
         self.run_dir = Path(run_dir)
