@@ -382,7 +382,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
     and the TD loss becomes inf/NaN in the first learning iteration (iteration 25 reaches env step 100 =
     learning_starts). Checkpoints every 48 env steps: those at env steps 48 and 96 are good (no learning yet); the
     run stops at iteration 25 before writing another one. (The CLI turns an RlrunError into one line on stderr and
-    its exit code, as tests/test_cli.py shows for other errors.)"""
+    its exit code, as tests/app/test_cli.py shows for other errors.)"""
     from rlrun.app.run import run_experiment
     from rlrun.errors import RlrunError
 

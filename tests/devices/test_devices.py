@@ -311,7 +311,7 @@ def test_replicas_give_ppo_and_a2c_the_update_of_one_replica(algo: str) -> None:
     (advantage normalisation off: with it each replica normalises its own shard, as RLlib's towers do)."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1]))
     from algos.test_ppo import _random_rollout, build_algo
 
     overrides = [f"algo={algo}", "algo.hidden_sizes=[8]", "algo.normalize_advantage=false", "executor.num_envs=2"]
