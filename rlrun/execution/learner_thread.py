@@ -8,7 +8,8 @@ updates calls ``publish()`` (e.g. copy the new weights into a slot the plan send
 holding ``lock``, so a plan that needs the learner's state whole (a checkpoint) takes ``paused()`` and gets it
 between two updates.
 
-Bounded memory: at most ``max_queue`` items wait in the inbox; the outbox holds at most what the plan has not
+Bounded memory: at most ``max_queue`` items wait in the inbox (a ``rlrun.components.fifo_queue.FIFOQueue``, closed by
+``stop()`` so a learner waiting for work wakes at once); the outbox holds at most what the plan has not
 drained (each item yields one result). An exception in ``update`` stops the thread and is raised again in the plan
 by the next ``put``/``drain``. ``stop()`` ends the thread after its current update.
 
@@ -25,6 +26,8 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from rlrun.components.fifo_queue import FIFOQueue, QueueClosed
+
 
 class LearnerThread:
     """``update(item) -> result`` on a daemon thread, fed through a bounded inbox."""
@@ -36,8 +39,10 @@ class LearnerThread:
         self._update, self._publish = update, publish
         self.publish_every = max(1, int(publish_every))
         self.max_queue = int(max_queue)
-        self._inbox: queue.Queue = queue.Queue(maxsize=self.max_queue)
+        self._inbox = FIFOQueue(self.max_queue)  # bounded and closable: stop() wakes a learner waiting for work
         self._outbox: queue.Queue = queue.Queue()
+        self._unfinished = 0  # items put whose results are not in the outbox yet
+        self._count = threading.Lock()
         self.lock = threading.Lock()  # held during each update (and publish)
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -61,7 +66,11 @@ class LearnerThread:
             except queue.Empty:
                 self._idle_s += time.perf_counter() - waited
                 continue
+            except QueueClosed:  # stopped while waiting
+                return
             self._idle_s += time.perf_counter() - waited
+            if self._stop.is_set():  # stopped: items still queued are dropped
+                return
             try:
                 with self.lock:
                     start = time.perf_counter()
@@ -73,10 +82,15 @@ class LearnerThread:
             except BaseException as e:  # noqa: BLE001 - raised again in the plan's thread
                 self._error = e
                 self._stop.set()
-                self._inbox.task_done()
+                self._inbox.close()
+                self._done_one()
                 return
             self._outbox.put((item, result))
-            self._inbox.task_done()
+            self._done_one()
+
+    def _done_one(self) -> None:
+        with self._count:
+            self._unfinished -= 1
 
     # ------------------------------------------------------------------ the plan's side
 
@@ -86,18 +100,19 @@ class LearnerThread:
 
     def free_slots(self) -> int:
         """Items the inbox takes now without waiting."""
-        return max(0, self.max_queue - self._inbox.qsize())
+        return max(0, self.max_queue - self._inbox.size())
 
     def put(self, item: Any, timeout: float | None = None) -> bool:
         """Queue ``item`` for the learner; False when the inbox stayed full for ``timeout`` seconds (None: do not
         wait at all)."""
         self._check()
+        with self._count:  # counted first: the learner may finish it before put() returns
+            self._unfinished += 1
         try:
-            if timeout is None:
-                self._inbox.put_nowait(item)
-            else:
-                self._inbox.put(item, timeout=timeout)
-        except queue.Full:
+            self._inbox.put(item, timeout=0 if timeout is None else timeout)
+        except (queue.Full, QueueClosed):
+            self._done_one()
+            self._check()
             return False
         return True
 
@@ -114,7 +129,7 @@ class LearnerThread:
 
     def in_flight(self) -> int:
         """Items queued or being learnt on, whose results have not been drained."""
-        return self._inbox.unfinished_tasks
+        return self._unfinished
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -125,7 +140,7 @@ class LearnerThread:
     def wait_idle(self, timeout: float = 60.0) -> None:
         """Until the inbox is empty and no update runs (or ``timeout`` seconds): every item put has a result."""
         deadline = time.monotonic() + timeout
-        while self._inbox.unfinished_tasks and self.alive and time.monotonic() < deadline:
+        while self._unfinished and self.alive and time.monotonic() < deadline:
             self._check()
             time.sleep(0.002)
         self._check()
@@ -138,13 +153,14 @@ class LearnerThread:
                "learner/updates_per_s": (updates - self._updates_at_report) / dt,
                "learner/busy_fraction": min(1.0, (busy - self._busy_at_report) / dt),
                "learner/idle_s": idle - self._idle_at_report,
-               "learner/queue_depth": float(self._inbox.qsize())}
+               "learner/queue_depth": float(self._inbox.size())}
         self._since, self._updates_at_report, self._busy_at_report, self._idle_at_report = now, updates, busy, idle
         return out
 
     def stop(self, timeout: float = 30.0) -> None:
         """End the thread after its current update; items still queued are dropped."""
         self._stop.set()
+        self._inbox.close()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
