@@ -115,7 +115,7 @@ class A2CAgent(OnPolicyAgent):
         values = v.detach().reshape(T, B)
         with torch.no_grad():
             adv, ret = truncation_aware_gae(rollout["rewards"].float(), values, self.bootstrap_values(rollout),
-                                            rollout["terminated"], rollout["truncated"], self.cfg.gamma,
+                                            self.terminations(rollout), rollout["truncated"], self.cfg.gamma,
                                             self.cfg.gae_lambda)
         dist = make_distribution(self.action_space, params)
         cfg = self.cfg

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from rlrun.algos.normalization_config import NormalizationKeys
+from rlrun.algos.on_policy_config import OnPolicyKeys
 from rlrun.schema import key
 
 
 @dataclass
-class A2CConfig(NormalizationKeys):
+class A2CConfig(OnPolicyKeys):
     """Synchronous advantage actor-critic, A2C (Mnih et al. 2016, the synchronous variant of Algorithm S3 as in
     OpenAI Baselines / SB3): one gradient step per rollout of n steps of every env copy.
 

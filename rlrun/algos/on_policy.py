@@ -235,9 +235,17 @@ class OnPolicyAgent(Component):
         with torch.no_grad():
             values = self.network.get_value(flatten_time(rollout["obs"])).reshape(T, B)
             next_values = self.bootstrap_values(rollout)
-            adv, ret = truncation_aware_gae(rollout["rewards"].float(), values, next_values, rollout["terminated"],
-                                            rollout["truncated"], self.cfg.gamma, self.cfg.gae_lambda)
+            adv, ret = truncation_aware_gae(rollout["rewards"].float(), values, next_values,
+                                            self.terminations(rollout), rollout["truncated"], self.cfg.gamma,
+                                            self.cfg.gae_lambda)
         return values, adv, ret
+
+    def terminations(self, rollout: dict[str, Any]) -> torch.Tensor:
+        """``[T, B]``: the steps the advantage estimator treats as an episode's end with value 0: the terminations,
+        and also the time-limit truncations with ``algo.bootstrap_truncated=false`` (CleanRL's convention)."""
+        if self.cfg.bootstrap_truncated:
+            return rollout["terminated"]
+        return rollout["terminated"].bool() | rollout["truncated"].bool()
 
     def bootstrap_values(self, rollout: dict[str, Any]) -> torch.Tensor:
         """``V(s'_t)`` ``[T, B]`` where :func:`truncation_aware_gae` reads it: after a time-limit truncation and at
@@ -245,7 +253,7 @@ class OnPolicyAgent(Component):
         One value pass over those rows only (:func:`rlrun.ops.next_obs_rows`), instead of over every next
         observation (which doubled the update's value forward work: benchmarks/learner_throughput.py)."""
         T, B = rollout["rewards"].shape
-        needed = rollout["truncated"].bool() & ~rollout["terminated"].bool()
+        needed = rollout["truncated"].bool() & ~self.terminations(rollout).bool()
         needed[-1] = True
         rows = needed.reshape(-1).nonzero().squeeze(1)
         out = torch.zeros(T * B, device=rows.device)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from rlrun.algos.normalization_config import NormalizationKeys
+from rlrun.algos.on_policy_config import OnPolicyKeys
 from rlrun.schema import key
 
 
 @dataclass
-class PPOConfig(NormalizationKeys):
+class PPOConfig(OnPolicyKeys):
     """PPO (Schulman et al. 2017) with the implementation details of CleanRL's ppo.py / Baselines' ppo2.
 
     The defaults are said here only, each with its source (conf/algo/ppo.yaml selects this schema): tuned for

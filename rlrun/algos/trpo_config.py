@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from rlrun.algos.normalization_config import NormalizationKeys
+from rlrun.algos.on_policy_config import OnPolicyKeys
 from rlrun.schema import key
 
 
 @dataclass
-class TRPOConfig(NormalizationKeys):
+class TRPOConfig(OnPolicyKeys):
     """TRPO (Schulman et al. 2015, "Trust Region Policy Optimization"): one natural-gradient step of the policy
     under a KL trust region with a backtracking line search per rollout, and epochs of Adam minibatch steps on a
     separate value network (as SB3-contrib's TRPO and Spinning Up).

@@ -53,3 +53,29 @@ def test_build_actor_critic_registers_the_bounds_and_clip_to_bounds_uses_them():
     assert torch.equal(clip_to_bounds(discrete, torch.tensor([7, -2])), torch.tensor([7, -2]))
     with pytest.raises(ConfigError, match="needs a Discrete or Box action space"):
         build_actor_critic(PPOAgent(PPOConfig(hidden_sizes=[4])), OBS, sp.MultiDiscrete([2, 2]))
+
+
+def test_bootstrap_truncated_false_treats_a_truncation_as_a_termination():
+    """A rollout of 6 steps x 2 copies, copy 0 cut by a time limit at step 2 and copy 1 terminated at step 4: with
+    algo.bootstrap_truncated=false the advantages are exactly those of the same rollout with the truncation marked
+    as a termination (CleanRL's ``done = terminated or truncated``), and differ from the default's only in copy 0
+    up to the cut (the steps whose returns cross it)."""
+    from conftest import rollout_form
+
+    torch.manual_seed(0)
+    default = PPOAgent(replace(PPOConfig(), hidden_sizes=[8])).build(obs=OBS, actions=sp.Discrete(2))
+    cleanrl = PPOAgent(replace(PPOConfig(), hidden_sizes=[8], bootstrap_truncated=False)).build(
+        obs=OBS, actions=sp.Discrete(2))
+    cleanrl.load_state_dict(default.state_dict())
+    T, B = 6, 2
+    obs = torch.as_tensor(sp.sample(OBS, (T + 1, B), seed=1))
+    terminated, truncated = torch.zeros(T, B, dtype=torch.bool), torch.zeros(T, B, dtype=torch.bool)
+    truncated[2, 0] = terminated[4, 1] = True
+    steps = {"obs": obs[:-1], "next_obs": obs[1:], "actions": torch.zeros(T, B, dtype=torch.int64),
+             "rewards": torch.ones(T, B), "terminated": terminated, "truncated": truncated}
+    _, adv_cleanrl, _ = cleanrl.advantages(rollout_form(steps))
+    _, adv_as_termination, _ = default.advantages(rollout_form({**steps, "terminated": terminated | truncated}))
+    _, adv_default, _ = default.advantages(rollout_form(steps))
+    torch.testing.assert_close(adv_cleanrl, adv_as_termination)
+    differs = ~torch.isclose(adv_cleanrl, adv_default)
+    assert differs[:3, 0].all() and not differs[3:, 0].any() and not differs[:, 1].any()

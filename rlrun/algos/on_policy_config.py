@@ -1,5 +1,6 @@
-"""Keys several algorithms share: observation normalisation and reward scaling (PPO, A2C, TRPO; the
-components are rlrun/components/normalizers.py). A mixin of their schemas."""
+"""Keys the PPO family (PPO, A2C, TRPO: rlrun/algos/on_policy.py) shares: observation normalisation and reward
+scaling (the components are rlrun/components/normalizers.py) and how a time-limit truncation is treated. A mixin of
+their schemas."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from rlrun.schema import Declared, key
 
 
 @dataclass
-class NormalizationKeys(Declared):
-    """Observation normalisation and reward scaling (rlrun/components/normalizers.py): keys of the PPO family."""
+class OnPolicyKeys(Declared):
+    """Observation normalisation, reward scaling and time-limit truncations: keys of the PPO family."""
 
     key_prefix: ClassVar[str] = "algo"
 
@@ -28,3 +29,8 @@ class NormalizationKeys(Declared):
     reward_clip: float = key(10.0, "(0, inf)")
     """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward). Default: CleanRL / Baselines
     VecNormalize."""
+    bootstrap_truncated: bool = True
+    """At a time-limit truncation, bootstrap the advantage from the value of the episode's real final observation
+    (the episode did not end; Pardo et al. 2018, "Time Limits in Reinforcement Learning"). false: treat it as a
+    termination (value 0), as CleanRL's ppo.py and ppo_continuous_action.py do (``done = terminated or
+    truncated``): for comparing with those references. Default: bootstrap."""
