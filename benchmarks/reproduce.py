@@ -582,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-snapshot", action="store_true",
                    help="run from this checkout, not a snapshot of HEAD at <runs-dir>/.code (do not edit it meanwhile)")
     a = p.parse_args(argv)
+    # Absolute: the sweeps run with the code snapshot as their working directory, where a relative path would land.
+    a.runs_dir, a.out = a.runs_dir.resolve(), a.out.resolve()
     groups = SUITES[a.suite]
     if a.groups:
         wanted = a.groups.split(",")
