@@ -110,8 +110,8 @@ class SampleBatch:
 
     def step(self, t: int) -> tuple[Any, np.ndarray, np.ndarray, Any, np.ndarray, np.ndarray]:
         """Step ``t`` of every copy as transitions ``(obs, actions, rewards, next_obs, terminated, truncated)``,
-        ``[B, ...]`` each; ``next_obs`` is the real next observation (a new array: ``obs[t + 1]`` with each
-        ended episode's final observation in its row)."""
+        ``[B, ...]`` each; ``next_obs`` is the real next observation: a view of ``obs[t + 1]``, or where an
+        episode ended at step t a new array with that episode's final observation in its row."""
         b = self.num_envs
         ended = np.flatnonzero(self.done[t])
         if len(ended):
