@@ -50,7 +50,6 @@ from rlrun import spaces as sp
 from rlrun.algos.on_policy import rollout_from_steps
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
-from rlrun.execution.rollout_worker import with_final_obs
 from rlrun.export import export_onnx, export_torchscript
 from rlrun.registry import registry
 
@@ -148,7 +147,7 @@ class Agent:
         """``next_obs`` of a gymnasium vector env step (SAME_STEP autoreset) with each finished copy's row replaced
         by its real final observation from ``info["final_obs"]``: what :meth:`observe` needs."""
         done = np.asarray(terminated) | np.asarray(truncated)
-        return with_final_obs(self.observation_space, next_obs, info, done) if done.any() else next_obs
+        return _with_final_obs(self.observation_space, next_obs, info, done) if done.any() else next_obs
 
     def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any, truncated: Any) -> None:
         """Record one time step of the ``B`` env copies the last :meth:`get_actions` acted for (``[B, ...]`` each,
@@ -222,3 +221,14 @@ class Agent:
 
 def _is_scalar(v: Any) -> bool:
     return isinstance(v, (int, float)) or (isinstance(v, torch.Tensor) and v.numel() == 1)
+
+
+def _with_final_obs(space: sp.Space, next_obs: Any, info: dict, done: np.ndarray) -> Any:
+    """next_obs with each finished copy's row replaced by its real final observation."""
+    final = info["final_obs"]
+    flat_next = sp.flatten(space, next_obs)
+    out = {k: v.copy() for k, v in flat_next.items()}
+    for i in np.flatnonzero(done):
+        for k, v in sp.flatten(space, final[i]).items():
+            out[k][i] = v
+    return sp.unflatten(space, out)

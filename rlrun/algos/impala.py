@@ -53,7 +53,7 @@ from rlrun.components.networks import LSTMCore, make_torso, orthogonal_init_tors
 from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
-from rlrun.ops import explained_variance, next_obs_rows
+from rlrun.ops import explained_variance, map_nest, next_obs_rows
 
 State = tuple[torch.Tensor, ...] | None
 """A recurrent state: ``(h, c)`` of the LSTM core, then ``(h, c)`` of the critic's core when the critic has its
@@ -142,21 +142,12 @@ class IMPALANetwork(Component):
         return _drop_time(params), values[0]
 
 
-def _tree(fn: Callable[[torch.Tensor], torch.Tensor], x: Any) -> Any:
-    """``fn`` on every tensor of a nest (dicts, tuples, lists)."""
-    if isinstance(x, dict):
-        return {k: _tree(fn, v) for k, v in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(_tree(fn, v) for v in x)
-    return fn(x)
-
-
 def _add_time(x: Any) -> Any:
-    return _tree(lambda t: t.unsqueeze(0), x)
+    return map_nest(lambda t: t.unsqueeze(0), x)
 
 
 def _drop_time(x: Any) -> Any:
-    return _tree(lambda t: t[0], x)
+    return map_nest(lambda t: t[0], x)
 
 
 def _batch_size(obs: Any) -> int:
@@ -306,7 +297,7 @@ class IMPALAAgent(Component):
                 else:  # rare: the state after step t of copy b, by unrolling that copy up to t
                     for t, b in torch.nonzero(mid).tolist():
                         col = slice(b, b + 1)
-                        prefix = _tree(lambda x, t=t, col=col: x[:t + 1, col], rollout["obs"])
+                        prefix = map_nest(lambda x, t=t, col=col: x[:t + 1, col], rollout["obs"])
                         _, _, s = self.network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
                         row = torch.tensor([t * B + b], device=rollout["final_index"].device)
                         v = self.network.unroll(_add_time(next_obs(row)), s)[1]

@@ -403,14 +403,3 @@ def _hook(policy: Any, name: str) -> Any:
     """The policy's optional hook ``name`` (see the comment above ``VECTOR_MODES``), or None."""
     hook = getattr(policy, name, None)
     return hook if callable(hook) else None
-
-
-def with_final_obs(space: sp.Space, next_obs: Any, info: dict, done: np.ndarray) -> Any:
-    """next_obs with each finished copy's row replaced by its real final observation."""
-    final = info["final_obs"]
-    flat_next = sp.flatten(space, next_obs)
-    out = {k: v.copy() for k, v in flat_next.items()}
-    for i in np.flatnonzero(done):
-        for k, v in sp.flatten(space, final[i]).items():
-            out[k][i] = v
-    return sp.unflatten(space, out)

@@ -27,11 +27,7 @@ def flatten_time(x: Any) -> Any:
     """``[T, B, ...]`` -> ``[T * B, ...]`` leafwise (dicts, tuples and lists of tensors): row ``t * B + b`` of the
     result is ``[t, b]`` of the rollout (C order, the order of ``SampleBatch.final_index``). What a learner does to a
     rollout before minibatching it or passing it through a feed-forward network."""
-    if isinstance(x, dict):
-        return {k: flatten_time(v) for k, v in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(flatten_time(v) for v in x)
-    return x.reshape(-1, *x.shape[2:])
+    return map_nest(lambda t: t.reshape(-1, *t.shape[2:]), x)
 
 
 def next_obs_rows(obs: Any, last_obs: Any, final_obs: Any, final_index: torch.Tensor, rows: torch.Tensor) -> Any:

@@ -9,6 +9,7 @@ from torch import nn
 
 from rlrun.components.base import Component, api
 from rlrun.components.optimizers.gradient_step import GradientStep, as_caller
+from rlrun.ops.time_major import map_nest
 
 
 def _batch_size(batch: Any) -> int:
@@ -36,15 +37,6 @@ def _batch_size(batch: Any) -> int:
         raise ValueError("batch entries disagree on the leading (batch) dimension: "
                          + ", ".join(f"{k}: {n}" for k, n in sizes.items()))
     return next(iter(sizes.values()))
-
-
-def _index(batch: Any, idx: torch.Tensor) -> Any:
-    """The items ``idx`` (a 1-D index tensor) of every tensor of a (nested) batch."""
-    if isinstance(batch, dict):
-        return {k: _index(v, idx) for k, v in batch.items()}
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_index(v, idx) for v in batch)
-    return batch.index_select(0, idx.to(batch.device))
 
 
 def _scalar(value: Any) -> float | None:
@@ -108,7 +100,7 @@ class MultiStep(Component):
         for _ in range(self.num_epochs):
             order = torch.randperm(n, generator=self.generator)
             for idx in order.split(self.minibatch_size):
-                minibatch = _index(batch, idx)
+                minibatch = map_nest(lambda t, idx=idx: t.index_select(0, idx.to(t.device)), batch)
                 if self.strategy is None:
                     info = self.optimizer.step(lambda mb=minibatch: as_caller(self, loss_fn, mb))
                 else:
