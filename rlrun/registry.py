@@ -89,7 +89,9 @@ class Registry:
     def schema(self, kind: str, name: str) -> Any:
         return self.entry(kind, name).load_schema()
 
-    def build(self, kind: str, name: str, *args: Any, **kwargs: Any) -> Any:
+    def build(self, kind: str, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Build the entry ``kind``/``name`` with ``args`` and ``kwargs`` (positional-only ``kind`` and ``name``, so a
+        component's own ``name=`` keyword passes through)."""
         return self.get(kind, name)(*args, **kwargs)
 
     def names(self, kind: str) -> list[str]:
@@ -184,12 +186,8 @@ def _register_builtins(r: Registry) -> None:
         ("memory", "replay", "memories:ReplayMemory"),
         ("memory", "prioritized_replay", "prioritized_replay:PrioritizedReplayMemory"),
         ("memory", "nstep", "nstep:NStepAggregator"),
-        ("memory", "rollout_buffer", "rollout_buffer:RolloutBuffer"),
         ("memory", "fifo_queue", "fifo_queue:FIFOQueue"),
         ("loss", "dqn", "losses:DQNLoss"),
-        ("loss", "ppo", "policy_losses:PPOLoss"),
-        ("loss", "a2c", "policy_losses:A2CLoss"),
-        ("loss", "impala", "policy_losses:IMPALALoss"),
         ("optimizer", "gradient_step", "optimizers:GradientStep"),
         ("optimizer", "synchronization", "optimizers:Synchronization"),
         ("optimizer", "multi_step", "optimizers:MultiStep"),

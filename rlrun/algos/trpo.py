@@ -5,7 +5,9 @@ Spinning Up run it.
 Every update: ``rollout_steps`` agent steps of every env copy, GAE advantages (normalised over the rollout), then
 
 1. *one* policy step, by the optimizer module :class:`~rlrun.components.optimizers.TRPOStep` (TensorForce 0.3's
-   natural gradient + line search): minimise the surrogate
+   natural gradient + line search; ``algo.policy_update`` chooses another module of the registry's ``optimizer``
+   kind: ``natural_gradient`` = TNPG, ``multi_step`` = VPG with Adam, ``evolution_strategies`` = OpenAI-ES on the
+   surrogate): minimise the surrogate
    ``L(theta) = -mean_t[pi_theta(a_t|s_t) / pi_old(a_t|s_t) * A_t]`` subject to
    ``mean_t KL(pi_old(.|s_t) || pi_theta(.|s_t)) <= max_kl`` (Eq. 14): conjugate gradient on ``F x = g`` with
    Fisher-vector products, a step scaled to the trust region, a backtracking line search that keeps the
@@ -34,10 +36,12 @@ from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.components.actor_critic import ActorCritic
 from rlrun.components.base import api
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
-from rlrun.components.optimizers import GradientStep, MultiStep, TRPOStep
+from rlrun.components.base import Component
+from rlrun.components.optimizers import GradientStep, MultiStep
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
 from rlrun.errors import ConfigError
 from rlrun.ops import explained_variance, flatten_time
+from rlrun.registry import registry
 
 # ---------------------------------------------------------------------------------------------------- losses
 
@@ -75,6 +79,26 @@ def mean_kl(old: Categorical | DiagGaussian, new: Categorical | DiagGaussian) ->
     return old.kl(new).mean()
 
 
+def make_policy_update(cfg: TRPOConfig, seed: int) -> Component:
+    """The policy's optimizer module named by ``algo.policy_update``, built through the registry (kind
+    ``optimizer``) from the keys that apply to it (see the schema's ``policy_update``)."""
+    name = cfg.policy_update  # the schema declares the choices
+    if name == "trpo":
+        return registry.build("optimizer", "trpo", cfg.max_kl, cfg.cg_iters, cfg.cg_damping,
+                              cfg.line_search_max_backtracks, cfg.line_search_accept_ratio,
+                              cfg.line_search_backtrack_ratio, name="policy_optimizer")
+    if name == "natural_gradient":
+        return registry.build("optimizer", "natural_gradient", cfg.max_kl, cfg.cg_iters, cfg.cg_damping,
+                              name="policy_optimizer")
+    if name == "multi_step":
+        adam = registry.build("optimizer", "gradient_step", "adam", lr=cfg.policy_lr, eps=cfg.adam_eps,
+                              name="policy_adam")
+        return registry.build("optimizer", "multi_step", adam, cfg.policy_epochs, cfg.policy_minibatch_size,
+                              seed=seed + 1, name="policy_optimizer")
+    return registry.build("optimizer", name, population=2 * cfg.es_pairs, sigma=cfg.es_sigma, lr=cfg.es_lr,
+                          seed=seed + 1, name="policy_optimizer")
+
+
 def _frozen(params: Any) -> Any:
     """Detached *copies* of policy parameters: a Gaussian's log-std is a view of the head's parameter, which the
     line search changes in place, so a detached view would follow it and the "old" policy would move too."""
@@ -91,9 +115,10 @@ class TRPOAgent(OnPolicyAgent):
     actor-critic network, with separate actor and critic torsos); its update is one TRPO step of the actor and
     Adam epochs of the critic.
 
-    Sub-components: ``network`` (ActorCritic), ``policy_optimizer`` (TRPOStep over the actor's parameters: the
-    actor torso, the policy layer and, for Box actions, the log-std) and ``value_optimizer`` (MultiStep of Adam
-    steps over the critic's: the critic torso and the value layer).
+    Sub-components: ``network`` (ActorCritic), ``policy_optimizer`` (the module ``algo.policy_update`` names,
+    TRPOStep by default, over the actor's parameters: the actor torso, the policy layer and, for Box actions, the
+    log-std) and ``value_optimizer`` (MultiStep of Adam steps over the critic's: the critic torso and the value
+    layer).
     """
 
     def __init__(self, cfg: TRPOConfig, seed: int = 0, name: str = "trpo_agent") -> None:
@@ -107,11 +132,9 @@ class TRPOAgent(OnPolicyAgent):
                            normalize_obs=cfg.normalize_obs, obs_clip=cfg.obs_clip, name="network")
 
     def _make_optimizers(self, cfg: TRPOConfig, seed: int) -> None:
-        """Two optimizers, not one: ``policy_optimizer`` (the TRPO step of the actor) and ``value_optimizer``
-        (epochs of Adam minibatch steps of the critic)."""
-        self.policy_optimizer = TRPOStep(cfg.max_kl, cfg.cg_iters, cfg.cg_damping, cfg.line_search_max_backtracks,
-                                         cfg.line_search_accept_ratio, cfg.line_search_backtrack_ratio,
-                                         name="policy_optimizer")
+        """Two optimizers, not one: ``policy_optimizer`` (the actor's step: ``algo.policy_update``, TRPO's by
+        default) and ``value_optimizer`` (epochs of Adam minibatch steps of the critic)."""
+        self.policy_optimizer = make_policy_update(cfg, seed)
         adam = GradientStep("adam", lr=cfg.lr, eps=cfg.adam_eps, name="value_adam")
         self.value_optimizer = MultiStep(adam, cfg.vf_epochs, cfg.vf_minibatch_size, seed=seed,
                                          name="value_optimizer")
@@ -157,15 +180,17 @@ class TRPOAgent(OnPolicyAgent):
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
         update; keys as ``rollout_from_samples`` makes them, and raw_action for Box actions; the
         behaviour log-probabilities are not needed, the policy before the update is the behaviour policy): GAE
-        advantages and returns under the current weights, one TRPO step of the policy on all ``T * B`` steps, then
-        ``vf_epochs`` epochs of value minibatch steps.
+        advantages and returns under the current weights, the policy's step on all ``T * B`` steps (one TRPO step
+        by default; the module ``algo.policy_update`` names, driven by the inputs it declares, ``step_inputs``),
+        then ``vf_epochs`` epochs of value minibatch steps.
 
         Returns ``loss/policy`` (surrogate before the step), ``policy/surrogate_improvement`` (its decrease),
-        ``policy/expected_improvement`` (the decrease its linear model predicted for the full step),
-        ``policy/kl`` (mean KL from the old policy after the step, nats), ``policy/step_fraction`` and
-        ``policy/line_search_accepted`` / ``policy/line_search_backtracks``, ``policy/entropy`` (of the old
-        policy, nats), ``loss/value`` (mean over the value steps), ``value/explained_variance``, ``learn/lr`` and
-        ``gradient_steps`` (the value steps plus the one policy step)."""
+        ``policy/kl`` (mean KL from the old policy after the step, nats), ``policy/entropy`` (of the old policy,
+        nats), ``loss/value`` (mean over the value steps), ``value/explained_variance``, ``learn/lr`` and
+        ``gradient_steps`` (the value steps plus the policy's); with a trust-region module also
+        ``policy/expected_improvement`` (the decrease its linear model predicted for the full step), and with
+        trpo's line search ``policy/step_fraction``, ``policy/line_search_accepted`` and
+        ``policy/line_search_backtracks``."""
         cfg = self.cfg
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         values, adv, ret = self.advantages(rollout)
@@ -183,33 +208,50 @@ class TRPOAgent(OnPolicyAgent):
         def policy() -> Categorical | DiagGaussian:
             return make_distribution(self.action_space, self.network.get_policy(obs))
 
-        def surrogate_fn() -> tuple[torch.Tensor, dict]:
-            return trpo_surrogate_loss(policy().log_prob(actions), old_log_prob, adv), {}
+        def surrogate_of(rows: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
+            dist = make_distribution(self.action_space, self.network.get_policy(rows["obs"]))
+            return trpo_surrogate_loss(dist.log_prob(rows["actions"]), rows["old_log_prob"], rows["advantages"]), {}
+
+        rows = {"obs": obs, "actions": actions, "old_log_prob": old_log_prob, "advantages": adv}
 
         def kl_fn() -> torch.Tensor:
             return mean_kl(old, policy())
 
-        step = self.policy_optimizer.step(surrogate_fn, kl_fn)
+        module = self.policy_optimizer
+        if "batch" in module.step_inputs:  # minibatch steps: the loss of rows; "loss" is their mean, not the first
+            with torch.no_grad():
+                before = surrogate_of(rows)[0]
+            step = module.step(loss_fn=surrogate_of, batch=rows)
+            step["loss"] = before
+        else:
+            inputs = {"loss_fn": lambda: surrogate_of(rows), "kl_fn": kl_fn}
+            step = module.step(**{k: inputs[k] for k in module.step_inputs})
+        if "loss_after" not in step:
+            with torch.no_grad():
+                step["loss_after"] = surrogate_of(rows)[0]
+                step["kl"] = kl_fn()
 
         def value_loss_fn(mb: dict[str, Any]) -> tuple[torch.Tensor, dict]:
             return value_loss(self.network.get_value(mb["obs"]), mb["returns"]), {}
 
         fit = self.value_optimizer.step(value_loss_fn, {"obs": obs, "returns": ret})
         self.env_steps += int(ret.numel())
-        return {
+        info = {
             "loss/policy": float(step["loss"]),
             "policy/surrogate_improvement": float(step["loss"]) - float(step["loss_after"]),
-            "policy/expected_improvement": float(step["expected_improvement"]),
             "policy/kl": float(step["kl"]),
-            "policy/step_fraction": float(step["step_fraction"]),
-            "policy/line_search_accepted": float(step["accepted"]),
-            "policy/line_search_backtracks": float(step["backtracks"]),
             "policy/entropy": float(entropy),
             "loss/value": float(fit["loss"]),
             "value/explained_variance": explained_variance(values.flatten(), ret),
             "learn/lr": lr,
-            "gradient_steps": int(fit["gradient_steps"]) + 1,
+            "gradient_steps": int(fit["gradient_steps"]) + int(step.get("gradient_steps", 1)),
         }
+        for key, name in (("expected_improvement", "policy/expected_improvement"),
+                          ("step_fraction", "policy/step_fraction"), ("accepted", "policy/line_search_accepted"),
+                          ("backtracks", "policy/line_search_backtracks")):
+            if key in step:
+                info[name] = float(step[key])
+        return info
 
 
 # ---------------------------------------------------------------------------------------------------- plan

@@ -22,6 +22,15 @@ class TRPOConfig(OnPolicyKeys):
     """
 
     name: str = "trpo"
+    policy_update: str = key("trpo", choices=("trpo", "natural_gradient", "multi_step", "evolution_strategies"))
+    """The optimizer module that takes the policy's step on the surrogate each update, by its registry name (kind
+    optimizer, rlrun/components/optimizers): trpo (natural gradient + line search, TRPO) | natural_gradient (the full
+    natural-gradient step to the trust-region boundary, no line search: truncated natural policy gradient, TNPG of
+    Duan et al. 2016) | multi_step (policy_epochs epochs of Adam minibatch steps of policy_lr on the surrogate, no
+    trust region; 1 epoch over the whole rollout is vanilla policy gradient, VPG, as Spinning Up's) |
+    evolution_strategies (OpenAI-ES, Salimans et al. 2017: 2 x es_pairs perturbations of the policy's parameters,
+    no gradient). max_kl, cg_iters and cg_damping apply to trpo and natural_gradient, the line_search_* keys to trpo.
+    The value function is fitted by Adam epochs whatever this is. Default: trpo."""
     max_kl: float = key(0.01, "(0, inf)")
     """Trust-region radius delta: largest mean KL(pi_old || pi_new) per update, in nats. Default: Schulman et al. 2015
     Sec. 8 / SB3 target_kl."""
@@ -42,6 +51,22 @@ class TRPOConfig(OnPolicyKeys):
     trpo code / Baselines."""
     normalize_advantage: bool = True
     """Normalise advantages to zero mean and unit std over each rollout. Default: SB3 TRPO."""
+    policy_lr: float = key(3e-4, "(0, inf)")
+    """Adam learning rate of the policy with policy_update=multi_step (constant). Default: Spinning Up VPG pi_lr."""
+    policy_epochs: int = key(1, "[1, inf)")
+    """Passes of the policy over each rollout with policy_update=multi_step. Default: 1, Spinning Up VPG's one step."""
+    policy_minibatch_size: Optional[int] = key(None, "[1, inf)")
+    """Env steps per policy gradient step with policy_update=multi_step; null: the whole rollout (one step per epoch).
+    Default: null, Spinning Up VPG."""
+    es_pairs: int = key(16, "[1, inf)")
+    """Antithetic pairs of parameter perturbations per update with policy_update=evolution_strategies (2 x es_pairs
+    surrogate evaluations besides the centre). Default: 16 (a population of 32)."""
+    es_sigma: float = key(0.02, "(0, inf)")
+    """Standard deviation of the parameter noise with policy_update=evolution_strategies, in parameter units. Default:
+    Salimans et al. 2017, 0.02."""
+    es_lr: float = key(0.01, "(0, inf)")
+    """Step size of the rank-weighted noise sum with policy_update=evolution_strategies (plain SGD on the smoothed
+    fitness). Default: Salimans et al. 2017, 0.01."""
     lr: float = key(1e-3, "(0, inf)")
     """Adam learning rate of the value function at env step 0 (the policy moves by the trust-region step). Default: rl-
     zoo CartPole-v1 learning_rate / Spinning Up vf_lr."""

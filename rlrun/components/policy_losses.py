@@ -1,42 +1,29 @@
-"""Policy-gradient losses: PPO (clipped surrogate), A2C and IMPALA (V-trace), as pure functions and components.
+"""Policy-gradient losses: PPO (clipped surrogate), A2C and IMPALA (V-trace), as pure functions.
 
 The pure functions take tensors and return tensors; they know nothing of networks or distributions: a policy
 enters as the log-probabilities of the actions taken (``log_probs``) and its per-item ``entropy``, so they serve
 any action distribution. Every function has a ``reduction`` argument: ``"mean"`` (default) or ``"sum"`` over all
 items, or ``"none"`` for the per-item values (same shape as the inputs).
 
-The components (:class:`PPOLoss`, :class:`A2CLoss`, :class:`IMPALALoss`) are thin wrappers built from the spaces of
-their inputs — a policy head's ``logits``, the ``actions`` space and a value head's ``values`` — that turn logits
-and actions into log-probabilities and entropies and call the pure functions. Their ``loss(...)`` API returns
-``(total_loss, info)`` where ``info`` holds the detached terms:
-
-    ``loss/policy``, ``loss/value``, ``policy/entropy`` (all three), plus ``policy/clip_fraction`` and
-    ``policy/approx_kl`` (PPO) and ``vtrace/vs_mean`` (IMPALA).
-
-Policy parametrisation from logits (decided at build time by the actions space):
-
-- ``Discrete(n)`` actions: a categorical distribution, ``logits`` is ``Box(n,)`` (unnormalised log-probabilities).
-- ``Box(d,)`` actions: a diagonal Gaussian, ``logits`` is ``Box(2d,)`` holding ``[mean, log_std]`` concatenated
-  (RLlib's ``DiagGaussian`` convention).
+Each returns its terms as a named tuple (``total`` and the detached parts an algorithm logs: ``policy``,
+``value``, ``entropy``; PPO's ``clip_fraction`` and ``approx_kl``, IMPALA's V-trace ``vs`` and
+``pg_advantages``). An algorithm builds the
+log-probabilities and entropies from its own distribution (rlrun/components/distributions.py) and calls them; they
+are tested alone against hand-worked values (tests/components/test_policy_losses.py).
 
 Sign convention: every loss is *minimised*; bonuses (entropy) enter with a minus sign.
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-import numpy as np
 import torch
-from torch.nn import functional as F
 
-from rlrun import spaces as sp
-from rlrun.components.base import Component, ComponentBuildError, api
 from rlrun.ops import vtrace
 
 __all__ = [
-    "A2CLoss", "A2CLossTerms", "IMPALALoss", "IMPALALossTerms", "PPOLoss", "PPOLossTerms",
+    "A2CLossTerms", "IMPALALossTerms", "PPOLossTerms",
     "a2c_loss", "a2c_policy_loss", "apply_reduction", "check_reduction", "check_same_shape", "impala_loss",
     "normalize_advantages", "ppo_clip_loss", "ppo_loss", "ppo_value_loss", "value_loss",
 ]
@@ -334,166 +321,3 @@ def impala_loss(log_probs: torch.Tensor, behaviour_log_probs: torch.Tensor, rewa
     r = reduction
     return IMPALALossTerms(apply_reduction(total, r), apply_reduction(policy, r), apply_reduction(value, r),
                            apply_reduction(ent, r), targets.vs, targets.pg_advantages)
-
-
-# ----------------------------------------------------------------------------------------------- components
-
-_LOG_2PI = math.log(2.0 * math.pi)
-
-
-def _scalar_space() -> sp.Box:
-    return sp.Box(-np.inf, np.inf, (), np.float32)
-
-
-class _PolicyLossComponent(Component):
-    """Shared build of the policy-loss wrappers: logits + actions (+ values) spaces -> log-probs and entropies."""
-
-    info_keys: tuple[str, ...] = ()
-    optional_inputs: tuple[str, ...] = ()
-
-    def _build(self, logits: sp.Space, actions: sp.Space, values: sp.Space | None = None,
-               **scalars: sp.Space) -> None:
-        self.require("logits", logits, kinds=(sp.Box,), rank=1, floating=True)
-        self.require("actions", actions, kinds=(sp.Discrete, sp.Box))
-        width = int(logits.shape[0])
-        if isinstance(actions, sp.Discrete):
-            if width != int(actions.n):
-                raise ComponentBuildError(f"{self.name}.logits has {width} logits but actions is "
-                                          f"{sp.describe(actions)}: a categorical policy needs one logit per action")
-            self.action_kind = "categorical"
-        else:
-            self.require("actions", actions, rank=1, floating=True)
-            if width != 2 * int(actions.shape[0]):
-                raise ComponentBuildError(
-                    f"{self.name}.logits is {sp.describe(logits)} but actions is {sp.describe(actions)}: a diagonal "
-                    f"Gaussian policy needs 2 * {actions.shape[0]} logits ([mean, log_std])")
-            self.action_kind = "diag_gaussian"
-        if values is not None:
-            self.require("values", values, kinds=(sp.Box,), rank=0, floating=True)
-        for key, space in scalars.items():
-            if key not in self.optional_inputs:
-                raise ComponentBuildError(f"{self.name} has no input '{key}'; its inputs are logits, actions, "
-                                          f"values, {', '.join(self.optional_inputs)}")
-            self.require(key, space, kinds=(sp.Box,), rank=0, floating=True)
-        self.output_spaces["loss"] = sp.Tuple((_scalar_space(),
-                                               sp.Dict({k: _scalar_space() for k in self.info_keys})))
-
-    def _log_prob_entropy(self, logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probability of ``actions`` and entropy (nats) of the policy the logits parametrise, per item."""
-        if self.action_kind == "categorical":
-            log_p = F.log_softmax(logits, dim=-1)
-            log_prob = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            entropy = -(log_p.exp() * log_p).sum(-1)
-            return log_prob, entropy
-        mean, log_std = logits.chunk(2, dim=-1)
-        z = (actions.to(mean.dtype) - mean) * torch.exp(-log_std)
-        log_prob = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-        entropy = (log_std + 0.5 * (1.0 + _LOG_2PI)).sum(-1)
-        return log_prob, entropy
-
-
-class PPOLoss(_PolicyLossComponent):
-    """PPO loss component (Schulman et al. 2017): :func:`ppo_loss` on a policy given by logits.
-
-    Built from ``logits`` (policy head output), ``actions`` (the action space) and ``values`` (value head output,
-    a scalar Box); optionally also from scalar spaces ``old_log_probs``, ``advantages``, ``returns``,
-    ``old_values`` so that ``ComponentTest`` can sample them.
-    """
-
-    info_keys = ("loss/policy", "loss/value", "policy/entropy", "policy/clip_fraction", "policy/approx_kl")
-    optional_inputs = ("old_log_probs", "advantages", "returns", "old_values")
-
-    def __init__(self, clip_eps: float = 0.2, vf_coef: float = 0.5, ent_coef: float = 0.0,
-                 vf_clip_eps: float | None = None, normalize_advantage: bool = True, name: str | None = None) -> None:
-        """``clip_eps``: half-width of the ratio trust interval (dimensionless; paper 0.2); ``vf_coef``: weight of
-        the value loss (0.5); ``ent_coef``: weight of the entropy bonus (0.0; Atari 0.01); ``vf_clip_eps``: value
-        clip range in units of return (None = unclipped; CleanRL uses ``clip_eps``); ``normalize_advantage``:
-        normalise advantages per call (i.e. per minibatch)."""
-        super().__init__(name or "ppo_loss")
-        if clip_eps <= 0:
-            raise ValueError(f"clip_eps must be > 0, got {clip_eps}")
-        if vf_clip_eps is not None and vf_clip_eps <= 0:
-            raise ValueError(f"vf_clip_eps must be > 0 or None, got {vf_clip_eps}")
-        self.clip_eps, self.vf_coef, self.ent_coef = float(clip_eps), float(vf_coef), float(ent_coef)
-        self.vf_clip_eps = None if vf_clip_eps is None else float(vf_clip_eps)
-        self.normalize_advantage = bool(normalize_advantage)
-
-    @api
-    def loss(self, logits: torch.Tensor, actions: torch.Tensor, old_log_probs: torch.Tensor,
-             advantages: torch.Tensor, values: torch.Tensor, returns: torch.Tensor,
-             old_values: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(total_loss, info)`` for a batch: logits ``[B, L]``, the others ``[B]`` (any leading ranks)."""
-        log_probs, entropy = self._log_prob_entropy(logits, actions)
-        t = ppo_loss(log_probs, old_log_probs, advantages, values, returns, entropy, old_values,
-                     clip_eps=self.clip_eps, vf_clip_eps=self.vf_clip_eps, vf_coef=self.vf_coef,
-                     ent_coef=self.ent_coef, normalize_advantage=self.normalize_advantage)
-        info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                "policy/entropy": t.entropy.detach(), "policy/clip_fraction": t.clip_fraction,
-                "policy/approx_kl": t.approx_kl}
-        return t.total, info
-
-
-class A2CLoss(_PolicyLossComponent):
-    """A2C loss component (Mnih et al. 2016): :func:`a2c_loss` on a policy given by logits.
-
-    Built from ``logits``, ``actions``, ``values``; optionally scalar spaces ``advantages`` and ``returns``.
-    """
-
-    info_keys = ("loss/policy", "loss/value", "policy/entropy")
-    optional_inputs = ("advantages", "returns")
-
-    def __init__(self, vf_coef: float = 0.5, ent_coef: float = 0.01, normalize_advantage: bool = False,
-                 name: str | None = None) -> None:
-        """``vf_coef``: weight of the value loss (0.5); ``ent_coef``: weight of the entropy bonus (paper 0.01);
-        ``normalize_advantage``: normalise advantages per call (off in the paper)."""
-        super().__init__(name or "a2c_loss")
-        self.vf_coef, self.ent_coef = float(vf_coef), float(ent_coef)
-        self.normalize_advantage = bool(normalize_advantage)
-
-    @api
-    def loss(self, logits: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, values: torch.Tensor,
-             returns: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(total_loss, info)`` for a batch: logits ``[B, L]``, the others ``[B]`` (any leading ranks)."""
-        log_probs, entropy = self._log_prob_entropy(logits, actions)
-        t = a2c_loss(log_probs, advantages, values, returns, entropy, vf_coef=self.vf_coef, ent_coef=self.ent_coef,
-                     normalize_advantage=self.normalize_advantage)
-        info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                "policy/entropy": t.entropy.detach()}
-        return t.total, info
-
-
-class IMPALALoss(_PolicyLossComponent):
-    """IMPALA loss component (Espeholt et al. 2018): :func:`impala_loss` on time-major ``[T, B]`` rollouts.
-
-    Built from ``logits`` (the learner's policy head), ``actions`` and ``values``; optionally scalar spaces
-    ``behaviour_log_probs``, ``rewards``, ``discounts`` (a ComponentTest then needs ``batch_shape=(T, B)``).
-    """
-
-    info_keys = ("loss/policy", "loss/value", "policy/entropy", "vtrace/vs_mean")
-    optional_inputs = ("behaviour_log_probs", "rewards", "discounts")
-
-    def __init__(self, vf_coef: float = 0.5, ent_coef: float = 0.01, clip_rho_threshold: float | None = 1.0,
-                 clip_pg_rho_threshold: float | None = 1.0, reduction: str = "mean", name: str | None = None) -> None:
-        """``vf_coef``: baseline-loss weight (0.5); ``ent_coef``: entropy-bonus weight (paper Atari 0.01);
-        ``clip_rho_threshold`` / ``clip_pg_rho_threshold``: V-trace's rho-bar / rho-bar-pg (1.0; None = no clip);
-        ``reduction``: "mean" over ``T * B`` items or "sum" (TorchBeast)."""
-        super().__init__(name or "impala_loss")
-        if reduction not in ("mean", "sum"):
-            raise ValueError(f"IMPALALoss reduction must be 'mean' or 'sum', got '{reduction}'")
-        self.vf_coef, self.ent_coef = float(vf_coef), float(ent_coef)
-        self.clip_rho_threshold, self.clip_pg_rho_threshold = clip_rho_threshold, clip_pg_rho_threshold
-        self.reduction = reduction
-
-    @api
-    def loss(self, logits: torch.Tensor, behaviour_log_probs: torch.Tensor, actions: torch.Tensor,
-             rewards: torch.Tensor, discounts: torch.Tensor, values: torch.Tensor,
-             bootstrap_value: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(total_loss, info)``: logits ``[T, B, L]``; behaviour_log_probs, actions, rewards, discounts, values
-        ``[T, B]``; bootstrap_value ``[B]`` (the learner's V of the observation after the last step)."""
-        log_probs, entropy = self._log_prob_entropy(logits, actions)
-        t = impala_loss(log_probs, behaviour_log_probs, rewards, discounts, values, bootstrap_value, entropy,
-                        vf_coef=self.vf_coef, ent_coef=self.ent_coef, clip_rho_threshold=self.clip_rho_threshold,
-                        clip_pg_rho_threshold=self.clip_pg_rho_threshold, reduction=self.reduction)
-        info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                "policy/entropy": t.entropy.detach(), "vtrace/vs_mean": t.vs.mean()}
-        return t.total, info

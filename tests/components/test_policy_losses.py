@@ -14,11 +14,7 @@ import torch
 from torch.testing import assert_close
 
 from rlrun import spaces as sp
-from rlrun.components.base import ComponentBuildError
 from rlrun.components.policy_losses import (
-    A2CLoss,
-    IMPALALoss,
-    PPOLoss,
     a2c_loss,
     a2c_policy_loss,
     impala_loss,
@@ -27,7 +23,6 @@ from rlrun.components.policy_losses import (
     ppo_loss,
     ppo_value_loss,
 )
-from rlrun.components.testing import ComponentTest
 
 LN = math.log
 T64 = dict(dtype=torch.float64)
@@ -276,102 +271,3 @@ def test_impala_loss_hand_worked(case):
     terms.total.backward()
     assert_close(values.grad, 0.25 * (values.detach() - t(vs).reshape(2, 1)))
     assert bootstrap.grad is None  # the bootstrap value is part of the (constant) target
-
-
-# ----------------------------------------------------------------------------------------------- components
-
-DISCRETE_SPACES = {"logits": sp.Box(-np.inf, np.inf, (2,), np.float32), "actions": sp.Discrete(2),
-                   "values": SCALAR}
-
-
-def test_ppo_component_hand_worked():
-    """Categorical logits [[0, 0], [0, ln 3]] -> pi = [0.5, 0.5], [0.25, 0.75]; actions [0, 0]
-    -> logp = [ln 0.5, ln 0.25]; old_logp = [ln(1/3), ln 0.5] -> r = [1.5, 0.5]; A = [1, 2] (not normalised),
-    V = [1, 3], R = [0, 2.2], no value clipping, vf_coef 0.5, ent_coef 0.01.
-    H = [ln 2, 0.25 ln 4 + 0.75 ln(4/3)] = [0.693147, 0.562335], mean 0.627741.
-    policy = -1.1 (as in test_ppo_clip_loss_hand_worked), value = 0.41,
-    total = -1.1 + 0.5 * 0.41 - 0.01 * 0.627741 = -0.901277.
-    """
-    loss = PPOLoss(clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, normalize_advantage=False)
-    test = ComponentTest(loss, DISCRETE_SPACES, batch_shape=(2,))
-    logits = torch.tensor([[0.0, 0.0], [0.0, LN(3.0)]], requires_grad=True)
-    total, info = test.call("loss", logits=logits, actions=torch.tensor([0, 0]),
-                            old_log_probs=torch.tensor([LN(1 / 3), LN(0.5)]), advantages=torch.tensor([1.0, 2.0]),
-                            values=torch.tensor([1.0, 3.0]), returns=torch.tensor([0.0, 2.2]))
-    assert_close(total, torch.tensor(-0.901277), atol=1e-5, rtol=0)
-    assert set(info) == set(loss.output_spaces["loss"][1].spaces)
-    assert_close(info["loss/policy"], torch.tensor(-1.1))
-    assert_close(info["loss/value"], torch.tensor(0.41))
-    assert_close(info["policy/entropy"], torch.tensor(0.627741), atol=1e-5, rtol=0)
-    assert_close(info["policy/clip_fraction"], torch.tensor(1.0))
-    total.backward()
-    assert logits.grad is not None and torch.isfinite(logits.grad).all()
-
-
-@pytest.mark.parametrize("vf_clip_eps", [None, 0.2])
-@pytest.mark.parametrize("normalize", [True, False])
-def test_ppo_component_from_sampled_inputs(vf_clip_eps, normalize):
-    """Built alone from spaces; every input sampled by ComponentTest; total and all info terms are finite."""
-    spaces = {**DISCRETE_SPACES, "logits": sp.Box(-np.inf, np.inf, (3,), np.float32), "actions": sp.Discrete(3),
-              "old_log_probs": SCALAR, "advantages": SCALAR, "returns": SCALAR, "old_values": SCALAR}
-    test = ComponentTest(PPOLoss(vf_clip_eps=vf_clip_eps, normalize_advantage=normalize), spaces, batch_shape=(6,))
-    total, info = test.call("loss", old_values=test.sample("old_values"))
-    assert total.shape == () and torch.isfinite(total)
-    assert all(torch.isfinite(v) for v in info.values())
-
-
-def test_a2c_component_hand_worked():
-    """The a2c hand example through the component: logits [[0, 0], [0, ln 3]], actions [0, 0]
-    -> logp = [ln 0.5, ln 0.25], H = [0.693147, 0.562335]; A = [2, 1], V = [0.5, 1.0], R = [1.5, 0.0]
-    -> total = mean(1.629363, 1.630671) = 1.630017 (test_a2c_loss_hand_worked)."""
-    test = ComponentTest(A2CLoss(vf_coef=0.5, ent_coef=0.01), DISCRETE_SPACES, batch_shape=(2,))
-    total, info = test.call("loss", logits=torch.tensor([[0.0, 0.0], [0.0, LN(3.0)]]), actions=torch.tensor([0, 0]),
-                            advantages=torch.tensor([2.0, 1.0]), values=torch.tensor([0.5, 1.0]),
-                            returns=torch.tensor([1.5, 0.0]))
-    assert_close(total, torch.tensor(1.630017), atol=1e-5, rtol=0)
-    assert_close(info["loss/policy"], torch.tensor(1.386294), atol=1e-5, rtol=0)
-
-
-def test_a2c_component_diag_gaussian_matches_torch_normal():
-    """Box(2,) actions: logits = [mean, log_std] (Box(4,)). log-prob and entropy must be torch.distributions.Normal's
-    summed over the action dimensions; checked through the A2C total with A = 1, V = R (no value term):
-    total = mean(-logp) - ent_coef * mean(H)."""
-    spaces = {"logits": sp.Box(-np.inf, np.inf, (4,), np.float32), "actions": sp.Box(-1, 1, (2,), np.float32),
-              "values": SCALAR}
-    test = ComponentTest(A2CLoss(vf_coef=0.5, ent_coef=0.1), spaces, batch_shape=(3,))
-    logits, actions = test.sample("logits"), test.sample("actions")
-    normal = torch.distributions.Normal(logits[:, :2], logits[:, 2:].exp())
-    expected = (-normal.log_prob(actions).sum(-1)).mean() - 0.1 * normal.entropy().sum(-1).mean()
-    zeros = torch.zeros(3)
-    total, _ = test.call("loss", logits=logits, actions=actions, advantages=torch.ones(3), values=zeros,
-                         returns=zeros)
-    assert_close(total, expected)
-
-
-def test_impala_component_hand_worked_and_sampled():
-    """The on-policy IMPALA hand example through the component (categorical logits [0, 0]; total 5.222844), then a
-    call on inputs sampled for T = 3, B = 2."""
-    spaces = {**DISCRETE_SPACES, "behaviour_log_probs": SCALAR, "rewards": SCALAR}
-    test = ComponentTest(IMPALALoss(vf_coef=0.5, ent_coef=0.01), spaces, batch_shape=(2, 1))
-    total, info = test.call("loss", logits=torch.zeros(2, 1, 2), behaviour_log_probs=torch.full((2, 1), LN(0.5)),
-                            actions=torch.tensor([[0], [1]]), rewards=torch.tensor([[1.0], [2.0]]),
-                            discounts=torch.full((2, 1), 0.9), values=torch.tensor([[0.5], [1.0]]),
-                            bootstrap_value=torch.tensor([2.0]))
-    assert_close(total, torch.tensor(5.222844), atol=1e-5, rtol=0)
-    assert_close(info["vtrace/vs_mean"], torch.tensor((4.42 + 3.8) / 2))
-
-    test = ComponentTest(IMPALALoss(), spaces, batch_shape=(3, 2))
-    total, info = test.call("loss", discounts=torch.full((3, 2), 0.99), bootstrap_value=torch.zeros(2))
-    assert total.shape == () and torch.isfinite(total)
-
-
-@pytest.mark.parametrize("cls", [PPOLoss, A2CLoss, IMPALALoss])
-def test_components_refuse_mismatched_spaces(cls):
-    """Width of the logits must fit the actions (n for Discrete, 2d for Box(d,)); values must be scalar."""
-    with pytest.raises(ComponentBuildError, match=r"logits has 3 logits but actions is Discrete\(2\)"):
-        cls().build(logits=sp.Box(-1, 1, (3,), np.float32), actions=sp.Discrete(2), values=SCALAR)
-    with pytest.raises(ComponentBuildError, match="2 \\* 2 logits"):
-        cls().build(logits=sp.Box(-1, 1, (2,), np.float32), actions=sp.Box(-1, 1, (2,), np.float32), values=SCALAR)
-    with pytest.raises(ComponentBuildError, match="values expects a rank-0 space"):
-        cls().build(logits=sp.Box(-1, 1, (2,), np.float32), actions=sp.Discrete(2),
-                    values=sp.Box(-1, 1, (2,), np.float32))

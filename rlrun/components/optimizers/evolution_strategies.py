@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 import torch
 from torch import nn
@@ -34,6 +34,10 @@ class EvolutionStrategies(Component):
     ``theta += lr / (2 P sigma) * sum_i (R+_i - R-_i) eps_i`` (plain gradient ascent on the smoothed fitness).
     Rank shaping makes the step invariant to monotone transformations of the loss.
     """
+
+    step_inputs: ClassVar[tuple[str, ...]] = ("loss_fn",)
+    """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
+    from config: ``loss_fn() -> (loss, info)``, called without gradients."""
 
     def __init__(self, population: int = 32, sigma: float = 0.02, lr: float = 0.01, seed: int = 0,
                  name: str | None = None) -> None:

@@ -5,7 +5,7 @@ runs the callables its caller hands it (see ``rlrun/components/optimizers/__init
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -36,6 +36,10 @@ def as_caller(module: Component, fn: Callable[..., Any], *args: Any) -> Any:
 
 class GradientStep(Component):
     """One gradient step of a ``torch.optim`` optimizer on the loss ``loss_fn()`` returns."""
+
+    step_inputs: ClassVar[tuple[str, ...]] = ("loss_fn",)
+    """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
+    from config: ``loss_fn() -> (loss, info)``."""
 
     def __init__(self, optimizer: str = "adam", lr: float = 1e-3, max_grad_norm: float | None = None,
                  name: str | None = None, **optimizer_kwargs: Any) -> None:
@@ -105,6 +109,10 @@ class GradientStep(Component):
 
 class Synchronization(Component):
     """Target-network sync: hard copy every ``every`` calls of ``step`` (tau = 1) or Polyak with ``tau`` < 1."""
+
+    step_inputs: ClassVar[tuple[str, ...]] = ("source", "target")
+    """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
+    from config: the source and the target module."""
 
     def __init__(self, every: int = 1, tau: float = 1.0, name: str | None = None) -> None:
         """``every``: calls of ``step`` between hard copies (used when ``tau`` = 1; the unit is whatever the caller

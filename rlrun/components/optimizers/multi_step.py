@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 import torch
 from torch import nn
@@ -60,18 +60,24 @@ class MultiStep(Component):
     exactly once per epoch, and there are ``num_epochs * ceil(N / minibatch_size)`` gradient steps in all.
     """
 
-    def __init__(self, optimizer: GradientStep, num_epochs: int = 4, minibatch_size: int = 64, seed: int = 0,
+    step_inputs: ClassVar[tuple[str, ...]] = ("loss_fn", "batch")
+    """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
+    from config: ``loss_fn(minibatch) -> (loss, info)`` and the batch it cuts into minibatches."""
+
+    def __init__(self, optimizer: GradientStep, num_epochs: int = 4, minibatch_size: int | None = 64, seed: int = 0,
                  name: str | None = None) -> None:
         """``optimizer``: the gradient step applied to each minibatch (a sub-component); ``num_epochs``: passes over
-        the batch per call (CleanRL PPO: 4 for Atari, 10 for MuJoCo); ``minibatch_size``: items per gradient step;
+        the batch per call (CleanRL PPO: 4 for Atari, 10 for MuJoCo); ``minibatch_size``: items per gradient step
+        (None: the whole batch, one step per epoch);
         ``seed``: seed of the shuffling generator (its state is saved with the component)."""
         super().__init__(name or "multi_step")
         if int(num_epochs) < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
-        if int(minibatch_size) < 1:
-            raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+        if minibatch_size is not None and int(minibatch_size) < 1:
+            raise ValueError(f"minibatch_size must be >= 1 (or None: the whole batch), got {minibatch_size}")
         self.optimizer = optimizer
-        self.num_epochs, self.minibatch_size = int(num_epochs), int(minibatch_size)
+        self.num_epochs = int(num_epochs)
+        self.minibatch_size = None if minibatch_size is None else int(minibatch_size)
         self.generator = torch.Generator().manual_seed(int(seed))
         self.strategy: Any = None
         """The device strategy's update (``device=replicas`` / ``device.precision``, a
@@ -99,7 +105,7 @@ class MultiStep(Component):
         steps = 0
         for _ in range(self.num_epochs):
             order = torch.randperm(n, generator=self.generator)
-            for idx in order.split(self.minibatch_size):
+            for idx in order.split(self.minibatch_size or n):
                 minibatch = map_nest(lambda t, idx=idx: t.index_select(0, idx.to(t.device)), batch)
                 if self.strategy is None:
                     info = self.optimizer.step(lambda mb=minibatch: as_caller(self, loss_fn, mb))

@@ -5,7 +5,7 @@ with the linear algebra they share (conjugate gradient, Fisher-vector products).
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from typing import Callable, ClassVar, Iterable
 
 import torch
 from torch import nn
@@ -82,6 +82,10 @@ class NaturalGradient(Component):
     loss predicted by its linear model.
     """
 
+    step_inputs: ClassVar[tuple[str, ...]] = ("loss_fn", "kl_fn")
+    """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
+    from config: ``loss_fn() -> (loss, info)`` and ``kl_fn() -> mean KL`` from the old policy."""
+
     def __init__(self, max_kl: float = 0.01, cg_iters: int = 10, damping: float = 0.1,
                  cg_residual_tol: float = 1e-10, name: str | None = None) -> None:
         """``max_kl``: trust-region radius, the mean KL in nats allowed per step (TRPO: 0.01); ``cg_iters``:
@@ -142,6 +146,11 @@ class LineSearch(Component):
     linear model predicts (``actual >= accept_ratio * f * expected_improvement``) and, when a ``kl_fn`` is given,
     keeps the KL within ``max_kl``. If no fraction is accepted the parameters are restored.
     """
+
+    step_inputs: ClassVar[tuple[str, ...]] = ("loss_fn", "full_step", "expected_improvement", "kl_fn", "max_kl",
+                                             "loss_before")
+    """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
+    from config: the loss, the proposed step and its predicted improvement, optionally a KL bound."""
 
     def __init__(self, max_backtracks: int = 10, accept_ratio: float = 0.1, backtrack_ratio: float = 0.5,
                  name: str | None = None) -> None:
@@ -213,6 +222,10 @@ class TRPOStep(Component):
     ``-mean(exp(logp - logp_old) * A)``; ``kl_fn() -> KL`` the mean KL from the old policy (fixed, detached) to the
     current one.
     """
+
+    step_inputs: ClassVar[tuple[str, ...]] = ("loss_fn", "kl_fn")
+    """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
+    from config: ``loss_fn() -> (loss, info)`` and ``kl_fn() -> mean KL`` from the old policy."""
 
     def __init__(self, max_kl: float = 0.01, cg_iters: int = 10, damping: float = 0.1, max_backtracks: int = 10,
                  accept_ratio: float = 0.1, backtrack_ratio: float = 0.5, name: str | None = None) -> None:
