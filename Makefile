@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlrun-installed
 
-.PHONY: install run test bench lint clean distclean
+.PHONY: install run test bench lint docs docs-serve clean distclean
 
 install: $(STAMP)
 
@@ -30,11 +30,18 @@ test: install
 bench: install
 	$(BIN)/rlrun-bench ci
 
+# The documentation site (mkdocs.yml, docs/): built strictly (a broken link or reference fails) into site/.
+docs: install
+	$(BIN)/mkdocs build --strict
+
+docs-serve: install
+	$(BIN)/mkdocs serve
+
 lint: install
 	$(BIN)/ruff check rlrun tests benchmarks
 
 clean:
-	rm -rf outputs multirun mlflow.db mlartifacts .pytest_cache build dist *.egg-info
+	rm -rf outputs multirun mlflow.db mlartifacts .pytest_cache build dist site *.egg-info
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 
 distclean: clean

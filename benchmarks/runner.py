@@ -8,7 +8,8 @@
     rlrun-bench <name> [module args]       one benchmark (full settings unless args are given, e.g. --quick)
     rlrun-bench compare FILE               compare an existing result file with the baseline
     rlrun-bench plot                       PNGs over commits from the result files (benchmarks/results/plots/)
-    rlrun-bench readme [--result FILE]     regenerate README's Performance table from the newest suite file
+    rlrun-bench readme [--result FILE]     regenerate the Performance table (docs/results/performance.md) from the
+                                           newest suite file
     rlrun-bench reproduce SUITE [...]      rlrun vs published results (mujoco, classic, atari): sweeps + table
                                            (benchmarks/reproduce.py)
 
@@ -306,7 +307,9 @@ def _main(argv: list[str]) -> None:
         p = argparse.ArgumentParser(prog="rlrun-bench readme")
         p.add_argument("--result", type=Path, help="a suite file (default: the newest in the results folder)")
         p.add_argument("--results-dir", type=Path)
-        p.add_argument("--readme", type=Path, default=ROOT / "README.md")
+        p.add_argument("--readme", "--page", dest="readme", type=Path,
+                       default=ROOT / "docs" / "results" / "performance.md",
+                       help="the page with the perf markers (default: the docs site's Performance page)")
         a = p.parse_args(rest)
         result = a.result
         if result is None:

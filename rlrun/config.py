@@ -391,8 +391,9 @@ def schema_for(group: str, node: DictConfig) -> Any:
         raise ConfigError(f"{group}.name: {e}") from None
 
 
-def compose(overrides: Sequence[str]):  # type: ignore[no-untyped-def]
-    """The validated config for these overrides, composed as the CLI composes it."""
+def compose(overrides: Sequence[str], check: bool = True):  # type: ignore[no-untyped-def]
+    """The validated config for these overrides, composed as the CLI composes it (``check=False``: not validated,
+    for showing an option whose mandatory keys are left to the user, as the config reference does)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
@@ -400,7 +401,7 @@ def compose(overrides: Sequence[str]):  # type: ignore[no-untyped-def]
     hydra_search_path.register()
     with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
-    return validate(cfg)
+    return validate(cfg) if check else cfg
 
 
 def validate(cfg: DictConfig) -> DictConfig:

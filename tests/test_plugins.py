@@ -33,6 +33,12 @@ def test_plugin_algorithm_runs_from_yaml(plugin_site: Path, workdir: Path) -> No
     assert 8 < summary["episode_return_mean"] < 60  # a random CartPole policy lasts ~22 steps
 
 
+def test_plugin_algorithm_has_its_keys_in_rlrun_keys(plugin_site: Path, workdir: Path) -> None:
+    """The reference (rlrun keys) finds a plugin's option through Hydra's search path and shows its schema."""
+    proc = run_rlrun(["keys", "algo=random"], workdir, env={"PYTHONPATH": str(plugin_site)}, check=True)
+    assert "algo.rollout_steps = " in proc.stdout
+
+
 def test_plugin_schema_is_enforced(plugin_site: Path, workdir: Path) -> None:
     proc = run_rlrun(["algo=random", "algo.rollout_steps=many"], workdir, env={"PYTHONPATH": str(plugin_site)})
     assert proc.returncode == 2 and "algo.rollout_steps" in proc.stderr

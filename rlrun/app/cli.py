@@ -35,6 +35,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             eval_main(sys.argv[2:])
             return
+        if sys.argv[1:2] == ["keys"]:
+            from rlrun.app.config_reference import main as keys_main
+
+            keys_main(sys.argv[2:])
+            return
         if sys.argv[1:2] == ["export"]:
             from rlrun.export import main as export_main
 

@@ -1,0 +1,176 @@
+"""Docs that cannot rot: every ``rlrun`` command and every Python example in README.md and docs/ runs.
+
+What counts: in a fenced block of language ``bash`` (or ``sh``/``shell``/``console``), each line that starts with
+``rlrun`` or ``rlrun-plot`` (after an optional ``$ ``; ``\\`` continues a line; a trailing ``# comment`` is
+dropped); every fenced ``python`` block. A block right after the line ``<!-- illustrative: REASON -->`` is not run
+(REASON says why: a GPU, a cluster, hours of compute); ``rlrun-bench`` and ``make`` lines, which run benchmarks or
+this test suite itself, must be in such a block.
+
+How a command runs: in a fresh working directory, with a tiny budget (``stop.env_steps=1``: one training step of
+the plan; a search gets ``hydra.sweeper.n_trials=2``) replacing the command's own ``stop.*`` keys. Paths that
+stand for a run the reader made earlier (an argument or ``resume=`` value starting with ``outputs/``, ``<run dir>``
+or ``RUN_DIR``) are replaced by a real one, made once per session by a tiny DQN run; ``multirun/...`` by a tiny
+sweep's directory. Commands that only print (``--help``, ``--cfg``, ``--info``, ``rlrun keys``) run as written.
+A command passes when it exits 0 (``# exits 2`` at the end of the line: when it exits 2 with one line on stderr,
+the documented bad-input behaviour).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import run_rlrun
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SHELLS = {"bash", "sh", "shell", "console"}
+ILLUSTRATIVE = re.compile(r"^<!--\s*illustrative:\s*(.+?)\s*-->$")
+FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
+PRINT_ONLY = ("--help", "-h", "--cfg", "--info", "--hydra-help")
+TINY = ["stop.env_steps=1"]
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Snippet:
+    page: str  # relative to the repository root
+    line: int  # 1-based line of the command (or of the block's first line)
+    kind: str  # "shell" or "python"
+    text: str  # the command line (continuations joined) or the Python block
+    illustrative: str | None  # the reason, for a block marked illustrative
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def snippets(path: Path) -> list[Snippet]:
+    """The shell commands and Python blocks of one Markdown page."""
+    lines = path.read_text().splitlines()
+    page = str(path.relative_to(ROOT))
+    out: list[Snippet] = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang = m.group(2), m.group(3).lower()
+        prev = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        mark = ILLUSTRATIVE.match(prev)
+        reason = mark.group(1) if mark else None
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence[:3]):
+            j += 1
+        body = lines[i + 1:j]
+        if lang == "python":
+            out.append(Snippet(page, i + 2, "python", "\n".join(body), reason))
+        elif lang in SHELLS:
+            k = 0
+            while k < len(body):
+                start, text = k, body[k].strip()
+                while text.endswith("\\") and k + 1 < len(body):
+                    k += 1
+                    text = text[:-1].rstrip() + " " + body[k].strip()
+                text = text[2:] if text.startswith("$ ") else text
+                if re.match(r"(rlrun|rlrun-plot|rlrun-bench|make)(\s|$)", text):
+                    out.append(Snippet(page, i + 2 + start, "shell", text, reason))
+                k += 1
+        i = j + 1
+    return out
+
+
+ALL = [s for p in PAGES for s in snippets(p)]
+RUNNABLE = [s for s in ALL if s.illustrative is None]
+
+
+def test_the_pages_have_commands_and_every_skip_says_why():
+    """The collector finds the docs' commands (a broken collector would pass every page), and a command that runs
+    benchmarks or the test suite (rlrun-bench, make) is marked illustrative with a reason."""
+    assert len([s for s in ALL if s.kind == "shell"]) >= 30, [s.id for s in ALL]
+    assert any(s.kind == "python" for s in RUNNABLE)
+    unmarked = [s.id for s in RUNNABLE if s.kind == "shell" and s.text.split()[0] in ("rlrun-bench", "make")]
+    assert not unmarked, f"mark these illustrative (<!-- illustrative: REASON -->): {unmarked}"
+    assert all(s.illustrative.strip() for s in ALL if s.illustrative is not None)
+
+
+# ---------------------------------------------------------------------------------------------- shell
+
+
+def _words(text: str) -> tuple[list[str], bool]:
+    """The command's words without its trailing comment, and whether the comment says it exits 2."""
+    words = shlex.split(text, comments=False)
+    if "#" in words:
+        cut = words.index("#")
+        comment = " ".join(words[cut:])
+        words = words[:cut]
+    else:
+        comment = ""
+    words = [w for w in words if not w.startswith("#")]
+    return words, "exits 2" in comment
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny run (with a checkpoint and an export) and a tiny sweep for the commands that read one."""
+    work = tmp_path_factory.mktemp("made")
+    run_rlrun(["algo=dqn", "stop.env_steps=64", "algo.learning_starts=32", "hydra.run.dir=outputs/run"], work,
+              check=True)
+    run_rlrun(["-m", "seed=0,1", "stop.env_steps=32", "logger=none", "hydra.sweep.dir=multirun/sweep"], work,
+              check=True)
+    return {"run": work / "outputs" / "run", "sweep": work / "multirun" / "sweep"}
+
+
+def _substitute(word: str, made: dict[str, Path]) -> str:
+    key, eq, value = word.partition("=")
+    target = value if eq else word
+    if target.startswith(("outputs/", "<run dir>", "RUN_DIR")):
+        target = str(made["run"])
+    elif target.startswith("multirun/"):
+        target = str(made["sweep"])
+    else:
+        return word
+    return f"{key}={target}" if eq else target
+
+
+def _budgeted(words: list[str]) -> list[str]:
+    if words[1:2] in (["keys"], ["eval"], ["export"], ["graph"]) or words[0] == "rlrun-plot":
+        return words
+    if any(w in PRINT_ONLY for w in words):
+        return words
+    kept = [w for w in words if not w.lstrip("+").startswith("stop.")]
+    extra = list(TINY)
+    if any(w.startswith("hparams_search=") for w in words):
+        extra.append("hydra.sweeper.n_trials=2")
+    return kept + extra
+
+
+@pytest.mark.parametrize("snippet", [s for s in RUNNABLE if s.kind == "shell"], ids=lambda s: s.id)
+def test_shell_command_runs(snippet: Snippet, made: dict[str, Path], tmp_path: Path):
+    words, exits_2 = _words(snippet.text)
+    words = [_substitute(w, made) for w in words]
+    argv = _budgeted(words)
+    proc = subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    where = f"{snippet.id}: {' '.join(argv)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    if exits_2:
+        assert proc.returncode == 2, where
+        assert len(proc.stderr.strip().splitlines()) == 1, where
+    else:
+        assert proc.returncode == 0, where
+
+
+# ---------------------------------------------------------------------------------------------- python
+
+
+@pytest.mark.parametrize("snippet", [s for s in RUNNABLE if s.kind == "python"], ids=lambda s: s.id)
+def test_python_example_runs(snippet: Snippet, tmp_path: Path):
+    proc = subprocess.run([sys.executable, "-c", snippet.text], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, f"{snippet.id}\n{snippet.text}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
