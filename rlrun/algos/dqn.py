@@ -101,6 +101,13 @@ class DQNAgent(Component):
                 self.memory.insert(step)
         self.exploration.advance(len(rewards))
 
+    def observe_batch(self, batch: Any) -> None:
+        """Store a worker's ``SampleBatch``: all its ``T * B`` transitions in one insert, or, through the n-step
+        aggregator, one time step of the env copies at a time (what :meth:`observe` needs there)."""
+        steps = ([batch.transitions()] if self.n_step is None else [batch.step(t) for t in range(batch.num_steps)])
+        for step in steps:
+            self.observe(*step)
+
     @api
     def update(self, batch: dict | None = None) -> dict:
         """One gradient step on ``batch`` (default: a batch sampled from replay); then the target sync."""
@@ -166,11 +173,7 @@ class DQN(Algorithm):
         result = IterationResult()
         for batch in self.workers.sample(self.cfg.rollout_steps):
             with self.timer("replay"):
-                # one insert of all T * B rows; through the n-step aggregator one step of the copies at a time
-                steps = ([batch.transitions()] if self.agent.n_step is None
-                         else [batch.step(t) for t in range(batch.num_steps)])
-                for step in steps:
-                    self.agent.observe(*step)
+                self.agent.observe_batch(batch)
             result.add_batch(batch)
         self.env_steps += result.env_steps
         if self.env_steps < self.cfg.learning_starts:
