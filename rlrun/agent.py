@@ -21,8 +21,9 @@
     agent.export_model("policy.pt")                           # TorchScript of the greedy policy
 
 :func:`make_agent` builds the algorithm's agent component, the very object the CLI's plans train (the root of its
-component graph), from the two spaces and the algorithm's config defaults (``conf/algo/<name>.yaml``, equal to the
-schema's) with keyword overrides. :class:`Agent` wraps it for plain numpy loops: it converts arrays, remembers what
+component graph), from the two spaces and the algorithm's config defaults (its schema,
+``rlrun/algos/<name>_config.py``, as ``conf/algo/<name>.yaml`` selects it) with keyword overrides.
+:class:`Agent` wraps it for plain numpy loops: it converts arrays, remembers what
 ``get_actions`` returned besides the actions (PPO's log-probabilities) and hands it to ``observe``, and exports.
 ``agent.component`` is the component itself (``get_weights``, ``state_dict``, its sub-components).
 
@@ -58,10 +59,10 @@ def make_agent(algo: str, observation_space: sp.Space, action_space: sp.Space, s
                device: str | torch.device = "cpu", torch_threads: int | None = None, **overrides: Any) -> "Agent":
     """The agent of algorithm ``algo`` (a registered name: ``dqn``, ``ppo``, ``a2c``, ...) for these spaces.
 
-    ``overrides``: config keys of the algorithm (``rlrun --cfg job algo=<name>`` lists them, each documented in
-    ``conf/algo/<name>.yaml``), e.g. ``lr=3e-4, hidden_sizes=[128, 128]``; an unknown key is a
-    :class:`~rlrun.errors.ConfigError` naming the close matches. ``seed`` seeds the initial weights (and the
-    agent's own random streams); ``device`` is where its parameters live; ``torch_threads``: if given,
+    ``overrides``: config keys of the algorithm (``rlrun keys algo=<name>`` lists them, each with its default,
+    range and docstring from ``rlrun/algos/<name>_config.py``), e.g. ``lr=3e-4, hidden_sizes=[128, 128]``; an
+    unknown key is a :class:`~rlrun.errors.ConfigError` naming the close matches. ``seed`` seeds the initial
+    weights (and the agent's own random streams); ``device`` is where its parameters live; ``torch_threads``: if given,
     ``torch.set_num_threads`` for this process (the CLI's ``device.torch_threads``, default 1: torch's default of
     one thread per core made a PPO update of a small MLP ~13x slower on a busy 2-core machine; None leaves it)."""
     from omegaconf import OmegaConf

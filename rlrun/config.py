@@ -3,7 +3,7 @@ registration in Hydra's ConfigStore with every algorithm's schema (each beside i
 ``rlrun/algos/<name>_config.py``, found through the registry as a plugin's is), and the validation of a composed
 config. Each key declares its range where it is declared (:mod:`rlrun.schema`).
 
-Step units, used exactly throughout rlrun (see README's glossary):
+Step units, used exactly throughout rlrun (docs/tracking.md, "Step units"):
 - *agent step*: one action chosen by the agent in one environment copy;
 - *env step*: the same count, summed over all environment copies and workers (``stop.env_steps`` counts these);
 - *frame*: an agent step times the environment's frame skip (1 for non-Atari environments);

@@ -101,7 +101,7 @@ class ApexConfig(Declared):
     """Importance-sampling exponent after per_beta_steps (Ape-X keeps it at per_beta_start; Schaul et al.: 1). Default:
     annealed to 1 as Schaul et al. 2016 (Ape-X keeps 0.4): seeds 2 and 4 plateaued at ~150 without."""
     per_beta_steps: int = key(10_000, "[1, inf)")
-    """Batches drawn from a shard over which its beta moves linearly from start to end. Default: tuned here (README
-    "Ape-X")."""
+    """Batches drawn from a shard over which its beta moves linearly from start to end. Default: tuned here
+    (docs/algorithms/apex.md)."""
     per_eps: float = key(1e-6, "(0, inf)")
     """Added to |TD error| so that no priority is 0. Default: rlrun's PrioritizedReplayMemory default."""

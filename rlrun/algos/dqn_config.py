@@ -21,11 +21,11 @@ class DQNConfig(Declared):
 
     name: str = "dqn"
     lr: float = key(1e-3, "(0, inf)")
-    """Adam learning rate. Default: tuned for CartPole-v1 on 2 cores, see README."""
+    """Adam learning rate. Default: tuned for CartPole-v1 on 2 cores, see docs/algorithms/dqn.md."""
     gamma: float = key(0.99, "(0, 1]")
     """Discount factor per agent step. Default: the usual CartPole value (horizon ~100 steps)."""
     batch_size: int = key(256, "[1, inf)")
-    """Transitions per gradient step. Default: tuned for CartPole-v1 on 2 cores, see README."""
+    """Transitions per gradient step. Default: tuned for CartPole-v1 on 2 cores, see docs/algorithms/dqn.md."""
     buffer_size: int = key(100_000, "[1, inf)")
     """Replay capacity, in transitions. Default: = the default stop.env_steps, so nothing is overwritten."""
     learning_starts: int = key(1_000, "[0, inf)")
@@ -57,10 +57,11 @@ class DQNConfig(Declared):
     epsilon_start: float = key(1.0, "[0, 1]")
     """Epsilon-greedy exploration at the start."""
     epsilon_end: float = key(0.02, "[0, 1]")
-    """Epsilon-greedy exploration after the schedule. Default: tuned for CartPole-v1 on 2 cores, see README."""
+    """Epsilon-greedy exploration after the schedule. Default: tuned for CartPole-v1 on 2 cores, see
+    docs/algorithms/dqn.md."""
     epsilon_decay_steps: int = key(10_000, "[1, inf)")
     """Env steps over which epsilon decays linearly from start to end. Default: tuned for CartPole-v1 on 2 cores, see
-    README."""
+    docs/algorithms/dqn.md."""
     network: str = "mlp"
     """Torso: mlp (hidden_sizes, activation) | nature_cnn (Mnih et al. 2015) | impala_resnet (Espeholt et al. 2018)."""
     dueling: bool = False

@@ -34,9 +34,8 @@ from rlrun import spaces as sp
 from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan
 from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.components.actor_critic import ActorCritic
-from rlrun.components.base import api
+from rlrun.components.base import Component, api
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
-from rlrun.components.base import Component
 from rlrun.components.optimizers import GradientStep, MultiStep
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
 from rlrun.errors import ConfigError

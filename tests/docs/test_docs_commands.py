@@ -12,15 +12,18 @@ stand for a run the reader made earlier (an argument or ``resume=`` value starti
 or ``RUN_DIR``) are replaced by a real one, made once per session by a tiny DQN run; ``multirun/...`` by a tiny
 sweep's directory. Commands that only print (``--help``, ``--cfg``, ``--info``, ``rlrun keys``) run as written.
 A command passes when it exits 0 (``# exits 2`` at the end of the line: when it exits 2 with one line on stderr,
-the documented bad-input behaviour).
+the documented bad-input behaviour). A command shown on several pages runs once; they run two at a time.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import re
 import shlex
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,14 +119,11 @@ def _words(text: str) -> tuple[list[str], bool]:
     return words, "exits 2" in comment
 
 
-@pytest.fixture(scope="module")
-def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def _made(work: Path) -> dict[str, Path]:
     """A tiny run (with a checkpoint and an export) and a tiny sweep for the commands that read one."""
-    work = tmp_path_factory.mktemp("made")
     run_rlrun(["algo=dqn", "stop.env_steps=64", "algo.learning_starts=32", "hydra.run.dir=outputs/run"], work,
               check=True)
-    run_rlrun(["-m", "seed=0,1", "stop.env_steps=32", "logger=none", "hydra.sweep.dir=multirun/sweep"], work,
-              check=True)
+    run_rlrun(["-m", "seed=0,1", "stop.env_steps=32", "hydra.sweep.dir=multirun/sweep"], work, check=True)
     return {"run": work / "outputs" / "run", "sweep": work / "multirun" / "sweep"}
 
 
@@ -144,22 +144,45 @@ def _budgeted(words: list[str]) -> list[str]:
         return words
     if any(w in PRINT_ONLY for w in words):
         return words
-    kept = [w for w in words if not w.lstrip("+").startswith("stop.")]
+    kept = [w for w in words if not w.lstrip("+").startswith(("stop.", "hydra.sweeper.n_trials="))]
     extra = list(TINY)
     if any(w.startswith("hparams_search=") for w in words):
         extra.append("hydra.sweeper.n_trials=2")
     return kept + extra
 
 
-@pytest.mark.parametrize("snippet", [s for s in RUNNABLE if s.kind == "shell"], ids=lambda s: s.id)
-def test_shell_command_runs(snippet: Snippet, made: dict[str, Path], tmp_path: Path):
-    words, exits_2 = _words(snippet.text)
-    words = [_substitute(w, made) for w in words]
-    argv = _budgeted(words)
-    proc = subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
-    where = f"{snippet.id}: {' '.join(argv)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-    if exits_2:
+SHELL = [s for s in RUNNABLE if s.kind == "shell"]
+COMMANDS: dict[str, list[Snippet]] = {}  # the command as written -> where the docs show it (each runs once)
+for s in SHELL:
+    COMMANDS.setdefault(" ".join(_words(s.text)[0]) + (" # exits 2" if _words(s.text)[1] else ""), []).append(s)
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[str], subprocess.CompletedProcess]]:
+    """Every distinct command run once, two at a time (the machine's two cores; Ray ones one at a time, each
+    starting its own local cluster), each in a fresh working directory."""
+    made = _made(tmp_path_factory.mktemp("made"))
+    ray_lock = threading.Lock()
+
+    def one(command: str) -> tuple[list[str], subprocess.CompletedProcess]:
+        words = [_substitute(w, made) for w in _words(COMMANDS[command][0].text)[0]]
+        argv = _budgeted(words)
+        cwd = tmp_path_factory.mktemp("cmd")
+        with ray_lock if any("executor=ray" in w for w in argv) else contextlib.nullcontext():
+            proc = subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=cwd, capture_output=True, text=True,
+                                  timeout=600, stdin=subprocess.DEVNULL)
+        return argv, proc
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(COMMANDS, pool.map(one, COMMANDS), strict=True))
+
+
+@pytest.mark.parametrize("command", list(COMMANDS), ids=lambda c: COMMANDS[c][0].id)
+def test_shell_command_runs(command: str, ran: dict):
+    argv, proc = ran[command]
+    where = (f"{', '.join(s.id for s in COMMANDS[command])}: {' '.join(argv)}\n{proc.stdout[-2000:]}\n"
+             f"{proc.stderr[-3000:]}")
+    if command.endswith("# exits 2"):
         assert proc.returncode == 2, where
         assert len(proc.stderr.strip().splitlines()) == 1, where
     else:
