@@ -31,7 +31,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -319,9 +318,12 @@ def summary_table(jobs: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- one job (in the launching process or a worker)
 
 
-def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> float:
+def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> float | None:
     """Run one job of a sweep with ``run(cfg) -> summary`` and keep its status file; return the objective
-    (``episode_return_mean``, NaN when unknown or failed) for sweepers that optimise (Optuna).
+    (``episode_return_mean``) for sweepers that optimise (Optuna); None when the job failed or ended before any
+    episode did. Not NaN: hydra-optuna-sweeper 1.3.0 tells Optuna a NaN as a completed value, Optuna refuses it, and
+    the sweeper's own recovery then fails ("Values cannot be specified when state is TrialState.FAIL"), ending the
+    whole search; a None is not float-castable, which the sweeper records as a failed trial and goes on.
 
     A completed job is skipped; a failing job is reported at once on stderr and the sweep goes on.
     """
@@ -371,15 +373,15 @@ def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> flo
         job.update(status="failed", ended=_now(), error=short, exit_code=code)
         write_json(path, job)
         print(f"rlrun: {label} failed: {message}", file=sys.stderr, flush=True)
-        return math.nan
+        return None
     job.update(status="completed", ended=_now(), **{k: summary.get(k) for k in FIGURES})
     write_json(path, job)
     return _objective(job)
 
 
-def _objective(job: dict[str, Any]) -> float:
+def _objective(job: dict[str, Any]) -> float | None:
     value = job.get("episode_return_mean")
-    return math.nan if value is None else float(value)
+    return None if value is None else float(value)
 
 
 def _set_aside(run_dir: Path, attempt: int) -> None:

@@ -197,3 +197,23 @@ def test_optuna_sweeper_maximises_the_final_return(workdir: Path) -> None:
     assert best.best_value == max(j["episode_return_mean"] for j in jobs)  # the objective is summary.json's
     assert all("algo.lr=" in " ".join(j["overrides"]) for j in jobs)
     assert len({" ".join(j["overrides"]) for j in jobs}) == 2  # two different trials
+
+
+def test_optuna_search_goes_on_past_failed_trials(workdir: Path) -> None:
+    """A trial whose job fails (here algo.gamma=1.5, out of its range) is a failed trial, not the end of the search:
+    its job returns no objective (None; a NaN made hydra-optuna-sweeper 1.3.0's recovery raise "Values cannot be
+    specified when state is TrialState.FAIL" and end the search as an unexpected error). Seeded sampler: trials 0
+    and 1 draw gamma 1.5, trial 2 draws 0.99; the best value is trial 2's return."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the optuna extra is not installed")
+    proc = run_rlrun(["-m", "hparams_search=dqn_cartpole_optuna", "hydra.sweeper.n_trials=3",
+                      "algo.gamma=choice(0.99,1.5)", "stop.env_steps=300", "logger.mlflow.enabled=false",
+                      "logger.console.enabled=false", "hydra.sweep.dir=sw"], workdir)
+    assert "unexpected error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "1 of 3 jobs completed" in proc.stdout, proc.stdout
+    from omegaconf import OmegaConf
+
+    best = OmegaConf.load(workdir / "sw" / "optimization_results.yaml")
+    jobs = json.loads((workdir / "sw" / "sweep_summary.json").read_text())["jobs"]
+    completed = [j for j in jobs if j["status"] == "completed"]
+    assert len(completed) == 1 and best.best_value == completed[0]["episode_return_mean"]
+    assert best.best_params["algo.gamma"] == 0.99

@@ -6,13 +6,14 @@ dropped); every fenced ``python`` block. A block right after the line ``<!-- ill
 (REASON says why: a GPU, a cluster, hours of compute); ``rlrun-bench`` and ``make`` lines, which run benchmarks or
 this test suite itself, must be in such a block.
 
-How a command runs: in a fresh working directory, with a tiny budget (``stop.env_steps=1``: one training step of
-the plan; a search gets ``hydra.sweeper.n_trials=2``) replacing the command's own ``stop.*`` keys. Paths that
-stand for a run the reader made earlier (an argument or ``resume=`` value starting with ``outputs/``, ``<run dir>``
-or ``RUN_DIR``) are replaced by a real one, made once per session by a tiny DQN run; ``multirun/...`` by a tiny
-sweep's directory. Commands that only print (``--help``, ``--cfg``, ``--info``, ``rlrun keys``) run as written.
-A command passes when it exits 0 (``# exits 2`` at the end of the line: when it exits 2 with one line on stderr,
-the documented bad-input behaviour). A command shown on several pages runs once; they run two at a time.
+How a command runs: in a fresh working directory, with a tiny budget (``stop.env_steps=1``: one training step of the
+plan; a search gets ``hydra.sweeper.n_trials=2`` of 300 env steps, so episodes end and trials have returns)
+replacing the command's own ``stop.*`` keys. Paths that stand for a run the reader made earlier (an argument or
+``resume=`` value starting with ``outputs/``, ``<run dir>`` or ``RUN_DIR``) are replaced by a real one, made once
+per session by a tiny DQN run; ``multirun/...`` by a tiny sweep's directory. Commands that only print (``--help``,
+``--cfg``, ``--info``, ``rlrun keys``) run as written.
+A command passes when it exits 0 (``# exits 2`` at the end of the line: when it exits 2 with one line on stderr, the
+documented bad-input behaviour). A command shown on several pages runs once; they run two at a time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import concurrent.futures
 import contextlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -146,8 +148,8 @@ def _budgeted(words: list[str]) -> list[str]:
         return words
     kept = [w for w in words if not w.lstrip("+").startswith(("stop.", "hydra.sweeper.n_trials="))]
     extra = list(TINY)
-    if any(w.startswith("hparams_search=") for w in words):
-        extra.append("hydra.sweeper.n_trials=2")
+    if any(w.startswith("hparams_search=") for w in words):  # a search ranks trials by their return: episodes
+        extra = ["stop.env_steps=300", "hydra.sweeper.n_trials=2"]  # must end (a random CartPole one: ~20 steps)
     return kept + extra
 
 
@@ -162,12 +164,14 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[str], 
     """Every distinct command run once, two at a time (the machine's two cores; Ray ones one at a time, each
     starting its own local cluster), each in a fresh working directory."""
     made = _made(tmp_path_factory.mktemp("made"))
-    ray_lock = threading.Lock()
+    store = made["run"].parents[1] / "mlflow.db"  # the tiny run's MLflow store, its schema migrated (seconds saved
+    ray_lock = threading.Lock()                 # per command: a fresh store migrates its tables first)
 
     def one(command: str) -> tuple[list[str], subprocess.CompletedProcess]:
         words = [_substitute(w, made) for w in _words(COMMANDS[command][0].text)[0]]
         argv = _budgeted(words)
         cwd = tmp_path_factory.mktemp("cmd")
+        shutil.copy(store, cwd / "mlflow.db")
         with ray_lock if any("executor=ray" in w for w in argv) else contextlib.nullcontext():
             proc = subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=cwd, capture_output=True, text=True,
                                   timeout=600, stdin=subprocess.DEVNULL)
