@@ -218,6 +218,18 @@ class FrameStore(Component):
 
     # ------------------------------------------------------------------ state
 
+    def _ring_buffers(self) -> dict[str, torch.Tensor]:
+        return {"frames": self._buffers["frames"]} if "frames" in self._buffers else {}  # {} before the build
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self._ring_buffers():
+            save_filled(destination, prefix, self._ring_buffers(), int(self.written), self.frame_capacity)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        load_filled(state_dict, prefix, self._ring_buffers())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def get_extra_state(self) -> Any:
         m = len(self._recent)
         keys = np.fromiter(self._recent.keys(), dtype=np.uint64, count=m)
@@ -257,6 +269,29 @@ def attach_frame_store(memory: Component, leaves: dict[str, sp.Space], capacity:
                        name="frames")
     memory.build_child(store, stacks=space)
     return store
+
+
+def save_filled(destination: dict, prefix: str, names: Any, filled: int, capacity: int) -> None:
+    """In a ``state_dict`` being written: keep only the first ``filled`` rows of each preallocated ring buffer
+    ``names`` while the ring has not yet wrapped (rows past them were never written: zeros). A replay memory sized
+    for a million Atari transitions then checkpoints what it holds, not its ~8 GB of capacity. Copies: a slice
+    would still pin (and ``torch.save`` write) the whole storage."""
+    if filled >= capacity:
+        return
+    for name in names:
+        destination[prefix + name] = destination[prefix + name][:filled].clone()
+
+
+def load_filled(state_dict: dict, prefix: str, buffers: dict[str, torch.Tensor]) -> None:
+    """In a ``state_dict`` being loaded: pad each trimmed buffer (:func:`save_filled`) with zero rows back to the
+    live buffer's capacity, so the loaded ring is the saved one exactly."""
+    for name, live in buffers.items():
+        saved = state_dict.get(prefix + name)
+        if (saved is not None and saved.dim() == live.dim() and saved.shape[1:] == live.shape[1:]
+                and saved.shape[0] < live.shape[0]):
+            full = torch.zeros(live.shape, dtype=saved.dtype, device=saved.device)
+            full[:saved.shape[0]] = saved
+            state_dict[prefix + name] = full
 
 
 def storage_bytes(module: torch.nn.Module) -> int:

@@ -8,7 +8,7 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
-from rlrun.components.frame_store import attach_frame_store, storage_bytes
+from rlrun.components.frame_store import attach_frame_store, load_filled, save_filled, storage_bytes
 
 
 class ReplayMemory(Component):
@@ -107,6 +107,17 @@ class ReplayMemory(Component):
     def bytes_per_record(self) -> float:
         """Storage bytes over capacity (the frame ring included)."""
         return storage_bytes(self) / self.capacity
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        """The state as written: the record buffers only up to ``count`` until the ring is full (save_filled)."""
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self.built:
+            save_filled(destination, prefix, self._names.values(), int(self.count), self.capacity)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        if self.built:
+            load_filled(state_dict, prefix, {name: self._buffers[name] for name in self._names.values()})
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def get_extra_state(self) -> Any:
         return {"generator": self.generator.get_state()}

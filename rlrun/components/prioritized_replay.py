@@ -26,7 +26,7 @@ import torch
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
 from rlrun.components.exploration import LinearSchedule
-from rlrun.components.frame_store import attach_frame_store, storage_bytes
+from rlrun.components.frame_store import attach_frame_store, load_filled, save_filled, storage_bytes
 from rlrun.components.segment_tree import MinSegmentTree, SumSegmentTree
 
 
@@ -213,6 +213,22 @@ class PrioritizedReplayMemory(Component):
         """P(i) of every slot held, ``[size]`` float64 (Eq. 1); for inspection and tests."""
         leaves = self.sum_tree.leaves()[: int(self.count)]
         return torch.from_numpy(leaves / self.sum_tree.sum())
+
+    def _record_buffers(self) -> dict[str, torch.Tensor]:
+        if not self.built:
+            return {}
+        return {self._buf(k): self._buffers[self._buf(k)] for k in self._leaves if k not in self._framed}
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        """The state as written: the record buffers only up to ``count`` until the ring is full (save_filled);
+        the sum and min trees stay whole (a few bytes per slot)."""
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self.built:
+            save_filled(destination, prefix, self._record_buffers(), int(self.count), self.capacity)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        load_filled(state_dict, prefix, self._record_buffers())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def get_extra_state(self) -> Any:
         return {"generator": self.generator.get_state(), "max_priority": self.max_priority,

@@ -143,7 +143,7 @@ class ReplayShard:
 
     def set_state(self, state: dict[str, Any]) -> int:
         state = from_wire(state)
-        full = self.memory.state_dict()
+        full = dict(self.memory.named_buffers())  # at capacity (a memory's state_dict is trimmed to its rows)
         rows = rows_held(self.memory)
         for key, value in state.items():
             if key in rows:
