@@ -60,7 +60,10 @@ def test_the_run_exports_torchscript_that_acts_like_the_live_agent(trained_run: 
     assert summary["export"] == [str(path.resolve())]
     model = torch.jit.load(str(path))
     assert list(model.named_buffers()) == [] and list(model.named_parameters()) == []  # frozen: acting only
-    assert path.stat().st_size < 200_000 < (trained_run / "checkpoints" / "latest.pt").stat().st_size
+    # The export holds the acting policy only; the checkpoint also the optimizer and the 600 transitions stored so
+    # far (not the replay's 100k-record capacity, 4.8 MB of CartPole records: it holds what is stored).
+    checkpoint = (trained_run / "checkpoints" / "latest.pt").stat().st_size
+    assert path.stat().st_size < checkpoint < 1_000_000
     restored = restore(trained_run)
     try:
         obs = observations(restored.spec.observation_space)
