@@ -147,7 +147,9 @@ class ValidateConfig:
             report_and_exit(e)
 
     def on_multirun_start(self, config, **kwargs):  # type: ignore[no-untyped-def]
-        self.on_run_start(config)
+        from rlrun.app.sweep import with_swept_values
+
+        self.on_run_start(with_swept_values(config))
 
     def __getattr__(self, name: str):  # the other Callback hooks: nothing to do
         if name.startswith("on_"):

@@ -199,6 +199,40 @@ def start_sweep(config: DictConfig) -> dict[str, Any]:
     return manifest
 
 
+def with_swept_values(config: DictConfig) -> DictConfig:
+    """The sweep's config with each swept key that is mandatory there (``???``) set to the sweep's first value.
+
+    Hydra composes a multirun's own config without its sweep overrides, so a mandatory key given only as a sweep
+    (``env=atari env.game=Pong,Breakout``) is missing there; the check before any job starts sees it as every job
+    will. Interval sweeps (Optuna) give their lower end. Returns a copy; config groups swept (``algo=ppo,dqn``) are
+    left as composed, each job checks its own.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import IntervalSweep
+
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in config.hydra.overrides.task]
+    try:
+        overrides = OverridesParser.create().parse_overrides(arguments)
+    except Exception:  # noqa: BLE001 - Hydra reports a bad override itself
+        return config
+    filled = config.copy()
+    for override in overrides:
+        if not override.is_sweep_override():
+            continue
+        key = override.key_or_group
+        parent_key, _, leaf = key.rpartition(".")
+        parent = OmegaConf.select(filled, parent_key, throw_on_missing=False) if parent_key else filled
+        # (``leaf in parent`` is False for a missing value: OmegaConf counts only set keys)
+        if not isinstance(parent, DictConfig) or leaf not in parent.keys() or not OmegaConf.is_missing(parent, leaf):
+            continue
+        value = override.value()
+        first = value.start if isinstance(value, IntervalSweep) else next(iter(override.sweep_iterator()), None)
+        if first is not None:
+            OmegaConf.update(filled, key, first, force_add=True)
+    return filled
+
+
 def _planned_jobs(config: DictConfig) -> list[list[str]] | None:
     """The overrides of every job, in launch order, as Hydra's basic sweeper will make them; None for another
     sweeper (Optuna chooses its trials as it goes)."""

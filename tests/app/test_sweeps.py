@@ -76,6 +76,21 @@ def test_failing_job_is_reported_at_once_and_the_sweep_ends_with_a_summary_table
     assert table.split("\n", 2)[2].strip() in out  # the same table was printed
 
 
+def test_a_mandatory_key_given_only_as_a_sweep_is_checked_per_value(workdir: Path) -> None:
+    """env.game is mandatory (???) in env=atari: swept, it is set by each job, so the check before the jobs start
+    must not refuse the sweep as if it were missing (it did: "env.env.id: MissingMandatoryValue ... env.game");
+    a bad value still fails its own job with the game's message."""
+    proc = run_merged(["-m", "algo=ppo", "env=atari", "env.game=Pong,NoSuchGame", "stop.env_steps=1",
+                       "logger.console.enabled=false", "logger.mlflow.enabled=false",
+                       "hydra.sweep.dir=sw"], workdir)
+    out = proc.stdout
+    assert "MissingMandatoryValue" not in out
+    assert proc.returncode == 2, out
+    assert sorted((o.split()[2], st) for o, st in statuses(workdir / "sw").items()) == [
+        ("env.game=NoSuchGame", "failed"), ("env.game=Pong", "completed")]
+    assert "env.game=NoSuchGame: not an ALE game" in out
+
+
 def test_killed_sweep_resumes_skipping_completed_jobs(workdir: Path) -> None:
     args = ["-m", "seed=0,1", *JOB, "hydra.sweep.dir=sw"]
     env = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR", "MLFLOW_RUN_ID")}
