@@ -49,6 +49,26 @@ class GymEnvConfig(Declared):
 
 
 @dataclass
+class PettingZooEnvConfig(Declared):
+    """A PettingZoo multi-agent environment (rlrun/envs/pettingzoo_env.py); its agents are mapped to policies by
+    algo=multiagent (rlrun/algos/multiagent_config.py)."""
+
+    key_prefix: ClassVar[str] = "env"
+    open_maps: ClassVar[tuple[str, ...]] = ("kwargs",)  # env.kwargs.N=2 from the command line, without +
+
+    name: str = "pettingzoo"
+    id: str = "mpe2.simple_spread_v3"
+    """The env module: mpe2.simple_spread_v3, pettingzoo.butterfly.pistonball_v6, ... (its parallel_env() is
+    used); a bare name (simple_spread_v3) is looked up in mpe2 and PettingZoo's families."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the module's parallel_env() (MPE: N, max_cycles, continuous_actions, ...)."""
+    frame_skip: int = key(1, "[1, inf)")
+    """Frames per agent step, for the frames/s figure."""
+    solved_return: Optional[float] = key(None, "any")
+    """A mean per-agent return that counts as solved: the default for stop.episode_return_mean (null: none)."""
+
+
+@dataclass
 class AtariEnvConfig(Declared):
     """An Atari 2600 game of the ALE (ale-py ships the ROMs) under the DeepMind/IMPALA protocol by default
     (Mnih et al. 2015, Methods; Espeholt et al. 2018); rlrun/envs/atari.py builds it, protocol.json records it."""
@@ -372,7 +392,20 @@ def store_schemas() -> None:
                 continue
             schema = registry.schema(group, name)
             if schema is not None:
-                cs.store(group=f"schema/{group}", name=name, node=schema)
+                cs.store(group=f"schema/{group}", name=name, node=_open_maps(schema))
+
+
+def _open_maps(schema: Any) -> Any:
+    """The schema as a config node whose ``open_maps`` fields (user-named entries: algo=multiagent's policies and
+    mapping) take new keys on the command line (``algo.policies={a:{algo:dqn}}``), where Hydra's struct mode would
+    ask for ``+``; the schema class itself where it has none."""
+    names = getattr(schema, "open_maps", ())
+    if not names:
+        return schema
+    node = OmegaConf.structured(schema)
+    for name in names:
+        OmegaConf.set_struct(node[name], False)
+    return node
 
 
 def schema_for(group: str, node: DictConfig) -> Any:
@@ -416,12 +449,21 @@ def validate(cfg: DictConfig) -> DictConfig:
             raise ConfigError(f"{group}: missing; choose one with {group}=<option>.")
         schema = schema_for(group, node)
         _check_against(schema, node, prefix=group)
+        check = getattr(schema, "check_config", None)  # a schema's checks across its own nested entries
+        if check is not None:
+            check(OmegaConf.to_container(node, resolve=True))
     top = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in GROUPS and k != "hydra"}
     _check_against(RunConfig, OmegaConf.create(top), prefix="", skip=GROUPS)
     stop = cfg.stop
     if stop.env_steps is None and stop.wall_time_s is None and stop.episode_return_mean is None:
         raise ConfigError("stop: every stop condition is null, so the run would never end. "
                           "Set at least one of stop.env_steps, stop.wall_time_s, stop.episode_return_mean.")
+    if (cfg.algo.name == "multiagent" or cfg.env.name == "pettingzoo") and cfg.executor.name != "local":
+        raise ConfigError(f"executor={cfg.executor.name}: multi-agent runs (algo=multiagent, env=pettingzoo) run on "
+                          f"executor=local in this version (the joint sampler steps the env copies in the driver).")
+    if (cfg.algo.name == "multiagent" or cfg.env.name == "pettingzoo") and cfg.eval.interval_env_steps is not None:
+        raise ConfigError("eval.interval_env_steps: periodic evaluation of multi-agent runs is not there yet; the "
+                          "training returns per policy are logged (policy/<id>/episode/return_mean).")
     if cfg.checkpoint.keep_best and cfg.eval.interval_env_steps is None:
         raise ConfigError("checkpoint.keep_best=true needs evaluations to rank checkpoints by: set "
                           "eval.interval_env_steps (e.g. eval.interval_env_steps=10000).")
@@ -445,6 +487,12 @@ def _check_against(schema: Any, node: DictConfig, prefix: str, skip: tuple[str, 
     # the typed values (a float key given as 1 is 1.0 here): ranges and choices as the schema declares them
     values = OmegaConf.to_container(typed, resolve=True)
     check_declared(schema, {k: v for k, v in values.items() if k in node and k not in skip}, prefix)
+
+
+def check_node(schema: Any, values: dict[str, Any], prefix: str) -> None:
+    """Check plain ``values`` against ``schema`` as a config group's node is checked (unknown keys with the valid
+    ones, types, declared ranges and choices), naming keys under ``prefix``."""
+    _check_against(schema, OmegaConf.create({"name": getattr(schema, "name", None), **values}), prefix)
 
 
 def _first_line(e: BaseException) -> str:

@@ -146,6 +146,9 @@ def _register_builtins(r: Registry) -> None:
                doc="TRPO: natural-gradient step in a KL trust region + line search (Schulman et al. 2015)")
     r.register("algo", "apex", "rlrun.algos.apex:ApeX", schema="rlrun.algos.apex_config:ApexConfig",
                doc="Ape-X DQN: per-actor epsilons, actor-side priorities, sharded prioritised replay (Horgan 2018)")
+    r.register("algo", "multiagent", "rlrun.algos.multiagent:MultiAgent",
+               schema="rlrun.algos.multiagent_config:MultiAgentConfig",
+               doc="several policies in one multi-agent env, each trained by its own algorithm (env=pettingzoo)")
     # Environments: a factory of (vector env maker, spaces) from the env config node.
     r.register("env", "gym", "rlrun.envs.gym_env:GymEnvFactory", schema="rlrun.config:GymEnvConfig",
                doc="any registered gymnasium id (classic control, box2d, ...)")
@@ -153,6 +156,9 @@ def _register_builtins(r: Registry) -> None:
                doc="a gymnasium MuJoCo continuous-control task (env=mujoco env.id=HalfCheetah-v5)")
     r.register("env", "atari", "rlrun.envs.atari:AtariEnvFactory", schema="rlrun.config:AtariEnvConfig",
                doc="an ALE Atari game under the DeepMind/IMPALA protocol (env=pong, env=atari env.game=...)")
+    r.register("env", "pettingzoo", "rlrun.envs.pettingzoo_env:PettingZooEnvFactory",
+               schema="rlrun.config:PettingZooEnvConfig",
+               doc="a PettingZoo multi-agent env, parallel API (env=pettingzoo env.id=mpe2.simple_spread_v3)")
     # Executors: where the plan's worker set lives.
     r.register("executor", "local", "rlrun.execution.local:LocalExecutor",
                schema="rlrun.config:LocalExecutorConfig", doc="in-process worker set")

@@ -6,7 +6,8 @@ env_steps, frames, episodes, episode_return_mean (last ``return_window`` episode
 score of the last ``return_window`` whole games, Atari; null for envs without games), frames_per_second,
 env_steps_per_second, wall_time_s, stop_reason (env_steps | wall_time_s | episode_return_mean | interrupted |
 error), error (the message when stop_reason is error, else null), mlflow_run_id, run_name, run_dir, algo, env,
-seed, checkpoint, export (the exported policy files).
+seed, checkpoint, export (the exported policy files); multi-agent runs add policy_return_mean (policy id -> the mean
+return of its agents' last episodes), and their episode_return_mean is per agent (every agent's episodes).
 
 ``protocol.json`` (in the run directory, whatever the loggers) is the env protocol card
 (``env_factory.protocol_card()``, ``rlrun/envs/protocol.py``) plus the run's ``seed`` and ``return_window``;
@@ -288,8 +289,12 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     env_factory = registry.build("env", cfg.env.name, cfg.env)
     executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, seed)
     try:
-        algo = registry.get("algo", cfg.algo.name)(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
-                                                   device, seed)
+        algo_cls, algo_cfg = registry.get("algo", cfg.algo.name), OmegaConf.to_object(cfg.algo)
+        if getattr(env_factory, "multiagent", False) and cfg.algo.name != "multiagent":
+            from rlrun.algos.multiagent import MultiAgent, shared_policy_config
+
+            algo_cls, algo_cfg = MultiAgent, shared_policy_config(algo_cfg)  # one policy for every agent
+        algo = algo_cls(algo_cfg, env_factory.spec, executor, device, seed)
         apply_device_strategy(cfg.device, algo)  # device map, replicas/precision update, compile
     except BaseException:
         executor.stop()
@@ -422,6 +427,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
             "checkpoint": str(checkpoint_path.resolve()) if checkpoint_path.exists() else None,
             "export": exported,
             **_eval_summary(evaluator, run_dir),
+            **(algo.summary() if hasattr(algo, "summary") else {}),  # multi-agent: policy_return_mean
         }
         write_json_atomic(run_dir / "summary.json", summary)
         logger.close(summary, status)
@@ -514,7 +520,12 @@ def _restore(state: dict[str, Any], algo: Any, executor: Any, loop: RunLoop) -> 
 def _export_at_end(algo: Any, spec: Any, run_dir: Path, formats: list[str], logger: MetricsLogger) -> list[str]:
     """Export the acting policy; a failure is a warning (the run's results stand without it)."""
     try:
-        paths = export_policy(algo.acting_policy(), spec, run_dir / "export", formats)
+        per_policy = getattr(algo, "exported_policies", None)  # multi-agent: one directory per policy
+        if per_policy is not None:
+            paths = [p for pid, (policy, pspec) in per_policy().items()
+                     for p in export_policy(policy, pspec, run_dir / "export" / pid, formats)]
+        else:
+            paths = export_policy(algo.acting_policy(), spec, run_dir / "export", formats)
     except Exception as e:  # noqa: BLE001
         log.warning("export at the end of the run failed: %s", " ".join(str(e).split()) or type(e).__name__)
         return []

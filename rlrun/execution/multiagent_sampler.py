@@ -1,0 +1,245 @@
+"""Joint sampling of a multi-agent environment, split per policy into the one batch form every algorithm reads.
+
+A :class:`MultiAgentSampler` steps ``num_envs`` copies of a PettingZoo parallel env. At each step the live agents
+of every copy are grouped by the policy the mapping gives them, and each policy acts once for all its rows (one
+forward pass per policy per step, whatever the number of copies and agents). The experience is kept per *column*:
+one column per (env copy, agent), advancing only when its agent acts, so an agent that is done before the others,
+or one that appears later, leaves no hole and needs no padding.
+
+``sample(policy, T)`` returns the policy's :class:`~rlrun.execution.sample_batch.SampleBatch` of ``T`` steps of
+each of its columns (``B`` = env copies x agents mapped to it), stepping the copies until every one of its columns
+holds ``T`` steps; what the other policies' columns gathered meanwhile waits in their queues for their own
+requests. An episode ends per column (the agent terminated or was truncated): its final observation goes to
+``final_obs``, exactly as a single-agent copy's does, so on-policy learners bootstrap and replay memories store
+``next_obs`` the same way. ``obs[T]`` of a column whose agent is done and whose copy has not restarted yet is that
+final observation again (never read: the step at T - 1 ended its episode).
+
+Policies that are not trained (a random baseline, a fixed opponent) act, and their episodes count, but no steps
+are kept for them. Episodes (per agent: its return and length) and agent steps are handed out by
+:meth:`take_episodes` and :meth:`take_env_steps`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlrun import spaces as sp
+from rlrun.errors import RlrunError
+from rlrun.execution.rollout_worker import acting_seed
+from rlrun.execution.sample_batch import SampleBatch, map_nest, stack_nests
+
+MAX_IDLE_STEPS = 100_000
+"""Env steps a requested column may go without a step of its own before sampling gives up (an agent that never
+appears again would otherwise stall the run)."""
+
+
+@dataclass
+class _Step:
+    obs: Any
+    action: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    final_obs: Any = None
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class RandomPolicy:
+    """Acts uniformly at random in ``action_space`` (the ``random`` policy of algo=multiagent): a baseline or an
+    opponent; its stream is seeded and saved with the sampler."""
+
+    def __init__(self, action_space: sp.Space, seed: int) -> None:
+        self.action_space = action_space
+        self.rng = np.random.default_rng(seed)
+
+    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        leaf = obs
+        while isinstance(leaf, (dict, tuple, list)):
+            leaf = next(iter(leaf.values())) if isinstance(leaf, dict) else leaf[0]
+        return torch.as_tensor(sp.sample(self.action_space, (int(leaf.shape[0]),), seed=self.rng))
+
+
+class MultiAgentSampler:
+    """Steps the env copies for the policies (module docstring).
+
+    ``policies``: policy id -> acting object (``get_actions(obs, explore)``, as a rollout worker's policy);
+    ``agent_policy``: agent id -> policy id for every possible agent; ``spaces``: policy id -> its observation
+    space; ``collect``: the policies whose steps are kept (the trained ones). Env copy i is reset first with
+    ``seed + i``; the acting random stream is seeded from ``(seed, 0)`` as worker 0's.
+    """
+
+    def __init__(self, env_factory: Any, num_envs: int, seed: int, policies: dict[str, Any],
+                 agent_policy: dict[str, str], spaces: dict[str, sp.Space], collect: set[str]) -> None:
+        self.policies, self.agent_policy, self.spaces, self.collect = policies, agent_policy, spaces, set(collect)
+        self.envs = [env_factory.make() for _ in range(num_envs)]
+        agents = list(env_factory.spec.agents)
+        self.columns = {pid: [(c, a) for c in range(num_envs) for a in agents if agent_policy[a] == pid]
+                        for pid in policies}
+        self.queues: dict[tuple[int, str], deque[_Step]] = {key: deque() for cols in self.columns.values()
+                                                           for key in cols}
+        self.pending: dict[tuple[int, str], Any] = {}
+        self.returns: dict[tuple[int, str], float] = {}
+        self.lengths: dict[tuple[int, str], int] = {}
+        self.episodes: dict[str, list[tuple[float, int]]] = {pid: [] for pid in policies}
+        self.env_steps = 0  # agent steps taken since the last take_env_steps()
+        self.env_seconds = self.inference_seconds = 0.0
+        torch_state = torch.get_rng_state()
+        torch.manual_seed(acting_seed(seed, 0))
+        self.rng_state = torch.get_rng_state()
+        torch.set_rng_state(torch_state)
+        for c in range(num_envs):
+            self._reset(c, seed + c)
+
+    def _reset(self, c: int, seed: int | None = None) -> None:
+        obs, _ = self.envs[c].reset(seed=seed)
+        for agent, o in obs.items():
+            self.pending[(c, agent)] = o
+            self.returns[(c, agent)], self.lengths[(c, agent)] = 0.0, 0
+
+    # ------------------------------------------------------------------ sampling
+
+    def sample(self, pid: str, num_steps: int, explore: bool = True) -> SampleBatch:
+        """``num_steps`` steps of each of policy ``pid``'s columns as one SampleBatch (module docstring)."""
+        keys = self.columns[pid]
+        idle = 0
+        outer = torch.get_rng_state()
+        torch.set_rng_state(self.rng_state)
+        env_s, inf_s = self.env_seconds, self.inference_seconds
+        try:
+            with torch.inference_mode():
+                while min(len(self.queues[k]) for k in keys) < num_steps:
+                    before = sum(len(self.queues[k]) for k in keys)
+                    self._step(explore)
+                    idle = 0 if sum(len(self.queues[k]) for k in keys) > before else idle + 1
+                    if idle > MAX_IDLE_STEPS:
+                        short = [f"{a} of copy {c}" for c, a in keys if len(self.queues[(c, a)]) < num_steps]
+                        raise RlrunError(f"multi-agent sampling: policy {pid}'s agents ({', '.join(short[:3])}) took "
+                                         f"no step in {MAX_IDLE_STEPS} env steps; an agent that leaves for good "
+                                         f"cannot fill its policy's batches. Map it to a policy of its own.")
+        finally:
+            self.rng_state = torch.get_rng_state()
+            torch.set_rng_state(outer)
+        batch = self._batch(keys, num_steps)
+        batch.env_seconds, batch.inference_seconds = self.env_seconds - env_s, self.inference_seconds - inf_s
+        return batch
+
+    def run(self, num_steps: int, explore: bool = True) -> None:
+        """Step every env copy ``num_steps`` times (a run whose policies are all untrained: nothing requests)."""
+        outer = torch.get_rng_state()
+        torch.set_rng_state(self.rng_state)
+        try:
+            with torch.inference_mode():
+                for _ in range(num_steps):
+                    self._step(explore)
+        finally:
+            self.rng_state = torch.get_rng_state()
+            torch.set_rng_state(outer)
+
+    def queued(self, pid: str) -> int:
+        """Steps every column of ``pid`` holds already (what a request of that many steps takes without stepping)."""
+        return min(len(self.queues[k]) for k in self.columns[pid])
+
+    def _step(self, explore: bool) -> None:
+        """One step of every env copy: each policy acts for its live agents' rows, then the copies step."""
+        rows: dict[str, list[tuple[int, str]]] = {}
+        for c, env in enumerate(self.envs):
+            for agent in env.agents:
+                rows.setdefault(self.agent_policy[agent], []).append((c, agent))
+        t0 = time.perf_counter()
+        actions: dict[tuple[int, str], Any] = {}
+        extras: dict[tuple[int, str], dict[str, np.ndarray]] = {}
+        for pid, keys in rows.items():
+            policy = self.policies[pid]
+            obs = stack_nests([self.pending[k] for k in keys])
+            out = policy.get_actions(sp.to_torch(self.spaces[pid], obs, _device_of(policy)), explore=explore)
+            acted, recorded = out if isinstance(out, tuple) else (out, {})
+            acted = acted.cpu().numpy()
+            recorded = {name: v.cpu().numpy() for name, v in recorded.items()}
+            for i, k in enumerate(keys):
+                actions[k] = acted[i]
+                if pid in self.collect:
+                    extras[k] = {name: v[i] for name, v in recorded.items()}
+        t1 = time.perf_counter()
+        for c, env in enumerate(self.envs):
+            acting = {agent: actions[(c, agent)] for agent in env.agents}
+            if not acting:
+                continue
+            obs, rewards, terminated, truncated, _ = env.step(acting)
+            self.env_steps += len(acting)
+            for agent, action in acting.items():
+                key = (c, agent)
+                pid = self.agent_policy[agent]
+                reward = float(rewards.get(agent, 0.0))
+                term, trunc = bool(terminated.get(agent, False)), bool(truncated.get(agent, False))
+                done = term or trunc
+                self.returns[key] += reward
+                self.lengths[key] += 1
+                if pid in self.collect:
+                    self.queues[key].append(_Step(self.pending[key], action, reward, term, trunc,
+                                                  obs[agent] if done else None, extras[key]))
+                if done:
+                    self.episodes[pid].append((self.returns[key], self.lengths[key]))
+                    self.returns[key], self.lengths[key] = 0.0, 0
+                    self.pending[key] = None
+                else:
+                    self.pending[key] = obs[agent]
+            for agent, o in obs.items():  # agents that appeared at this step act from the next one
+                if agent not in acting:
+                    self.pending[(c, agent)] = o
+                    self.returns[(c, agent)], self.lengths[(c, agent)] = 0.0, 0
+            if not env.agents:
+                self._reset(c)
+        self.env_seconds += time.perf_counter() - t1
+        self.inference_seconds += t1 - t0
+
+    def _batch(self, keys: list[tuple[int, str]], n: int) -> SampleBatch:
+        """The first ``n`` queued steps of each column, time-major (the columns in order along B)."""
+        steps = [[self.queues[k].popleft() for _ in range(n)] for k in keys]
+        last = []
+        for k, col in zip(keys, steps, strict=True):
+            if self.queues[k]:
+                last.append(self.queues[k][0].obs)
+            elif col[-1].final_obs is None:
+                last.append(self.pending[k])
+            else:  # done, and its copy has not restarted: never read (module docstring)
+                last.append(self.pending[k] if self.pending.get(k) is not None else col[-1].final_obs)
+        obs = stack_nests([stack_nests([col[t].obs for col in steps]) for t in range(n)] + [stack_nests(last)])
+        finals = [steps[b][t].final_obs for t in range(n) for b in range(len(keys))
+                  if steps[b][t].final_obs is not None]
+        final_obs = (stack_nests(finals) if finals
+                     else map_nest(lambda x: np.empty((0, *np.shape(x)[2:]), np.asarray(x).dtype), obs))
+        field_of = {"actions": lambda s: s.action, "rewards": lambda s: s.reward,
+                    "terminated": lambda s: s.terminated, "truncated": lambda s: s.truncated}
+        arrays = {name: np.array([[get(col[t]) for col in steps] for t in range(n)]) for name, get in field_of.items()}
+        extras = {name: np.stack([np.stack([col[t].extras[name] for col in steps]) for t in range(n)])
+                  for name in steps[0][0].extras}
+        return SampleBatch(obs, arrays["actions"], arrays["rewards"].astype(np.float32), arrays["terminated"],
+                           arrays["truncated"], final_obs, extras=extras)
+
+    # ------------------------------------------------------------------ counts
+
+    def take_episodes(self) -> dict[str, list[tuple[float, int]]]:
+        """Per policy, the ``(return, length)`` of each agent episode that ended since the last call."""
+        out, self.episodes = self.episodes, {pid: [] for pid in self.policies}
+        return out
+
+    def take_env_steps(self) -> int:
+        """Agent steps taken (all agents, all copies) since the last call."""
+        n, self.env_steps = self.env_steps, 0
+        return n
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def _device_of(policy: Any) -> torch.device:
+    parameters = getattr(policy, "parameters", None)
+    p = next(parameters(), None) if callable(parameters) else None
+    return p.device if p is not None else torch.device("cpu")
