@@ -194,13 +194,13 @@ class MultiAgent(Algorithm):
         if not self.plans:  # only untrained policies (a baseline run): step the copies for a while
             self.sampler.run(UNTRAINED_STEPS)
         result.env_steps = self.sampler.take_env_steps()
-        for pid, episodes in self.sampler.take_episodes().items():
-            for ret, length in episodes:
-                result.episode_returns.append(ret)
-                result.episode_lengths.append(length)
-                self.returns[pid].append(ret)
-            if self.returns[pid]:
-                result.metrics[f"policy/{pid}/episode/return_mean"] = float(np.mean(self.returns[pid]))
+        for pid, ret, length in self.sampler.take_episodes():
+            result.episode_returns.append(ret)
+            result.episode_lengths.append(length)
+            self.returns[pid].append(ret)
+        for pid, returns in self.returns.items():
+            if returns:
+                result.metrics[f"policy/{pid}/episode/return_mean"] = float(np.mean(returns))
         return result
 
     def summary(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.heads import PolicyValueHead
 from rlrun.components.networks import make_torso, orthogonal_init_torsos
 from rlrun.components.normalizers import ObservationNormalizer
+from rlrun.ops.action_mask import apply_action_mask
 
 __all__ = ["ActorCritic"]
 
@@ -68,9 +69,12 @@ class ActorCritic(Component):
 
     @api
     def get_policy(self, obs: Any) -> Any:
+        """The action distribution's parameters; a Dict observation's ``action_mask`` masks Discrete logits
+        (:func:`rlrun.ops.apply_action_mask`)."""
+        raw = obs
         if self.obs_normalizer is not None:
             obs = self.obs_normalizer(obs)
-        return self.head.get_policy(self.torso(obs))
+        return _masked(self.head.get_policy(self.torso(obs)), raw)
 
     @api
     def get_value(self, obs: Any) -> torch.Tensor:
@@ -87,8 +91,15 @@ class ActorCritic(Component):
 
     @api
     def forward(self, obs: Any) -> tuple[Any, torch.Tensor]:
+        raw = obs
         if self.obs_normalizer is not None:
             obs = self.obs_normalizer(obs)
         if self.critic_torso is None:
-            return self.head(self.torso(obs))
-        return self.head.get_policy(self.torso(obs)), self.head.get_value(self.critic_torso(obs))
+            params, value = self.head(self.torso(obs))
+            return _masked(params, raw), value
+        return _masked(self.head.get_policy(self.torso(obs)), raw), self.head.get_value(self.critic_torso(obs))
+
+
+def _masked(params: Any, obs: Any) -> Any:
+    """Discrete logits (a tensor) masked by the observation's action mask; Box parameters (a tuple) as they are."""
+    return apply_action_mask(params, obs) if isinstance(params, torch.Tensor) else params

@@ -6,6 +6,7 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
+from rlrun.ops.action_mask import legal_of
 
 
 class LinearSchedule:
@@ -45,7 +46,11 @@ class EpsilonGreedy(Component):
         if not explore:
             return greedy
         eps = self.epsilon()
-        random = torch.randint(0, self.num_actions, greedy.shape, device=q.device)
+        legal = legal_of(q)
+        if bool(legal.all()):
+            random = torch.randint(0, self.num_actions, greedy.shape, device=q.device)
+        else:  # an action mask (rlrun.ops.apply_action_mask): uniform among the legal actions
+            random = torch.multinomial(legal.reshape(-1, q.shape[-1]).float(), 1).reshape(greedy.shape)
         pick_random = torch.rand(greedy.shape, device=q.device) < eps
         return torch.where(pick_random, random, greedy)
 

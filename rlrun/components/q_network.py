@@ -18,6 +18,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.heads import DuelingQHead, QHead
 from rlrun.components.losses import DQNLoss
 from rlrun.components.networks import make_torso
+from rlrun.ops.action_mask import apply_action_mask
 
 __all__ = ["QNetwork", "q_gradient_step"]
 
@@ -41,7 +42,9 @@ class QNetwork(Component):
 
     @api
     def forward(self, obs: Any) -> torch.Tensor:
-        return self.head.get_q(self.torso(obs))
+        """Q-values ``[B, n]``; a Dict observation's ``action_mask`` sets illegal actions' to a large negative
+        value (never greedy, never the bootstrap's max: :func:`rlrun.ops.apply_action_mask`)."""
+        return apply_action_mask(self.head.get_q(self.torso(obs)), obs)
 
 
 def q_gradient_step(q: QNetwork, target_q: QNetwork, loss: DQNLoss, optimizer: Component, batch: dict,

@@ -1,5 +1,11 @@
-"""PettingZoo multi-agent environments (``env=pettingzoo env.id=mpe2.simple_spread_v3``), through PettingZoo's
-parallel API: every live agent acts at each step (``env.step({agent: action})``).
+"""PettingZoo multi-agent environments (``env=pettingzoo env.id=mpe2.simple_spread_v3``): through PettingZoo's
+parallel API where the module has one (every live agent acts at each step, ``env.step({agent: action})``), else
+its AEC API (turn-based games: ``pettingzoo.classic.tictactoe_v3``, one agent acts at a time and its reward is what
+it gathered since its previous turn; ``env.api`` records which).
+
+Turn-based classic games give each agent a Dict observation ``{observation, action_mask}``: the policies see both,
+and the actor-critic and Q-network components apply the mask (illegal actions get no probability and no greedy
+choice: :func:`rlrun.ops.apply_action_mask`); the ``random`` policy draws among the legal actions.
 
 ``env.id`` names the env's module, as PettingZoo publishes them: ``mpe2.simple_spread_v3`` (the MPE tasks now live
 in the ``mpe2`` package), ``pettingzoo.butterfly.pistonball_v6``, ``pettingzoo.sisl.multiwalker_v9``; a bare name
@@ -69,9 +75,9 @@ def import_env_module(env_id: str) -> Any:
                 raise ConfigError(f"env.id={env_id}: importing {name} needs {e.name} ({e}); install PettingZoo's "
                                   f"extra for that family, e.g. pip install 'pettingzoo[butterfly]'.") from None
             continue
-        if not hasattr(module, "parallel_env"):
-            raise ConfigError(f"env.id={env_id}: module {name} has no parallel_env(); give a PettingZoo env module "
-                              f"such as mpe2.simple_spread_v3.")
+        if not hasattr(module, "parallel_env") and not hasattr(module, "env"):
+            raise ConfigError(f"env.id={env_id}: module {name} has neither parallel_env() nor env(); give a "
+                              f"PettingZoo env module such as mpe2.simple_spread_v3.")
         return module
     known = known_env_ids()
     close = difflib.get_close_matches(env_id, known, n=4, cutoff=0.5)
@@ -100,6 +106,7 @@ class PettingZooEnvFactory:
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
         self.module = import_env_module(str(cfg.id))
+        self.api = "parallel" if hasattr(self.module, "parallel_env") else "aec"
         probe = self.make()
         agents = tuple(probe.possible_agents)
         self.spec = MultiAgentSpec(str(cfg.id), agents, {a: probe.observation_space(a) for a in agents},
@@ -107,16 +114,17 @@ class PettingZooEnvFactory:
         probe.close()
 
     def make(self, evaluation: bool = False) -> Any:
-        """One parallel-API env copy (``evaluation`` is accepted for the factories' common interface)."""
+        """One env copy, parallel or AEC (``api``; ``evaluation`` is accepted for the factories' common interface)."""
+        make = self.module.parallel_env if self.api == "parallel" else self.module.env
         try:
-            return self.module.parallel_env(**dict(self.cfg.kwargs or {}))
+            return make(**dict(self.cfg.kwargs or {}))
         except TypeError as e:
-            raise ConfigError(f"env.kwargs: {self.cfg.id}.parallel_env does not accept these arguments "
+            raise ConfigError(f"env.kwargs: {self.cfg.id}.{make.__name__} does not accept these arguments "
                               f"({e}).") from None
 
     def protocol_card(self) -> dict[str, Any]:
         """The env protocol card: module, kwargs, agents and their spaces, package versions."""
-        return {"env": str(self.cfg.id), "api": "pettingzoo.parallel", "kwargs": dict(self.cfg.kwargs or {}),
+        return {"env": str(self.cfg.id), "api": f"pettingzoo.{self.api}", "kwargs": dict(self.cfg.kwargs or {}),
                 "agents": list(self.spec.agents),
                 "observation_spaces": {a: sp.describe(s) for a, s in self.spec.observation_spaces.items()},
                 "action_spaces": {a: sp.describe(s) for a, s in self.spec.action_spaces.items()},

@@ -14,6 +14,9 @@ requests. An episode ends per column (the agent terminated or was truncated): it
 ``next_obs`` the same way. ``obs[T]`` of a column whose agent is done and whose copy has not restarted yet is that
 final observation again (never read: the step at T - 1 ended its episode).
 
+Turn-based (AEC) envs step the same way, one agent per copy at a time: a column's step is complete at the agent's
+next turn (or its episode's end), with the reward it gathered in between (``env.last()``).
+
 Policies that are not trained (a random baseline, a fixed opponent) act, and their episodes count, but no steps
 are kept for them. Episodes (per agent: its return and length) and agent steps are handed out by
 :meth:`take_episodes` and :meth:`take_env_steps`.
@@ -33,6 +36,7 @@ from rlrun import spaces as sp
 from rlrun.errors import RlrunError
 from rlrun.execution.rollout_worker import acting_seed
 from rlrun.execution.sample_batch import SampleBatch, map_nest, stack_nests
+from rlrun.ops.action_mask import action_mask_of
 
 MAX_IDLE_STEPS = 100_000
 """Env steps a requested column may go without a step of its own before sampling gives up (an agent that never
@@ -59,6 +63,10 @@ class RandomPolicy:
         self.rng = np.random.default_rng(seed)
 
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        mask = action_mask_of(obs)
+        if mask is not None:  # uniform among the legal actions of each row
+            legal = mask.cpu().numpy().astype(bool)
+            return torch.as_tensor([self.rng.choice(np.flatnonzero(row)) if row.any() else 0 for row in legal])
         leaf = obs
         while isinstance(leaf, (dict, tuple, list)):
             leaf = next(iter(leaf.values())) if isinstance(leaf, dict) else leaf[0]
@@ -78,6 +86,8 @@ class MultiAgentSampler:
                  agent_policy: dict[str, str], spaces: dict[str, sp.Space], collect: set[str]) -> None:
         self.policies, self.agent_policy, self.spaces, self.collect = policies, agent_policy, spaces, set(collect)
         self.envs = [env_factory.make() for _ in range(num_envs)]
+        self.turn_based = getattr(env_factory, "api", "parallel") == "aec"
+        self.open: dict[tuple[int, str], _Step] = {}  # AEC: each agent's last step, until its next turn
         agents = list(env_factory.spec.agents)
         self.columns = {pid: [(c, a) for c in range(num_envs) for a in agents if agent_policy[a] == pid]
                         for pid in policies}
@@ -86,7 +96,7 @@ class MultiAgentSampler:
         self.pending: dict[tuple[int, str], Any] = {}
         self.returns: dict[tuple[int, str], float] = {}
         self.lengths: dict[tuple[int, str], int] = {}
-        self.episodes: dict[str, list[tuple[float, int]]] = {pid: [] for pid in policies}
+        self.episodes: list[tuple[str, float, int]] = []  # (policy, return, length) as the agents' episodes end
         self.env_steps = 0  # agent steps taken since the last take_env_steps()
         self.env_seconds = self.inference_seconds = 0.0
         torch_state = torch.get_rng_state()
@@ -97,10 +107,45 @@ class MultiAgentSampler:
             self._reset(c, seed + c)
 
     def _reset(self, c: int, seed: int | None = None) -> None:
+        if self.turn_based:
+            self.envs[c].reset(seed=seed)
+            for agent in self.envs[c].agents:
+                self.returns[(c, agent)], self.lengths[(c, agent)] = 0.0, 0
+            self._to_next_turn(c)
+            return
         obs, _ = self.envs[c].reset(seed=seed)
         for agent, o in obs.items():
             self.pending[(c, agent)] = o
             self.returns[(c, agent)], self.lengths[(c, agent)] = 0.0, 0
+
+    def _to_next_turn(self, c: int) -> None:
+        """AEC: settle copy ``c`` until an agent must act (its observation in ``pending``): complete each selected
+        agent's open step with what ``last()`` says, pass the turns of agents that are done, restart the copy
+        when no agent is left."""
+        env = self.envs[c]
+        while True:
+            if not env.agents:
+                env.reset()
+                for agent in env.agents:
+                    self.returns[(c, agent)], self.lengths[(c, agent)] = 0.0, 0
+            agent = env.agent_selection
+            key = (c, agent)
+            obs, reward, terminated, truncated, _ = env.last()
+            done = bool(terminated or truncated)
+            self.returns[key] += float(reward)
+            step = self.open.pop(key, None)
+            if step is not None:
+                step.reward, step.terminated, step.truncated = float(reward), bool(terminated), bool(truncated)
+                step.final_obs = obs if done else None
+                self.queues[key].append(step)
+            if not done:
+                self.pending[key] = obs
+                return
+            pid = self.agent_policy[agent]
+            self.episodes.append((pid, self.returns[key], self.lengths[key]))
+            self.returns[key], self.lengths[key] = 0.0, 0
+            self.pending[key] = None
+            env.step(None)
 
     # ------------------------------------------------------------------ sampling
 
@@ -145,12 +190,17 @@ class MultiAgentSampler:
         """Steps every column of ``pid`` holds already (what a request of that many steps takes without stepping)."""
         return min(len(self.queues[k]) for k in self.columns[pid])
 
+    def _acting(self) -> list[tuple[int, str]]:
+        """The (copy, agent) rows that act now: every live agent (parallel), the agent whose turn it is (AEC)."""
+        if self.turn_based:
+            return [(c, env.agent_selection) for c, env in enumerate(self.envs)]
+        return [(c, agent) for c, env in enumerate(self.envs) for agent in env.agents]
+
     def _step(self, explore: bool) -> None:
-        """One step of every env copy: each policy acts for its live agents' rows, then the copies step."""
+        """One step of every env copy: each policy acts for its acting agents' rows, then the copies step."""
         rows: dict[str, list[tuple[int, str]]] = {}
-        for c, env in enumerate(self.envs):
-            for agent in env.agents:
-                rows.setdefault(self.agent_policy[agent], []).append((c, agent))
+        for c, agent in self._acting():
+            rows.setdefault(self.agent_policy[agent], []).append((c, agent))
         t0 = time.perf_counter()
         actions: dict[tuple[int, str], Any] = {}
         extras: dict[tuple[int, str], dict[str, np.ndarray]] = {}
@@ -166,6 +216,24 @@ class MultiAgentSampler:
                 if pid in self.collect:
                     extras[k] = {name: v[i] for name, v in recorded.items()}
         t1 = time.perf_counter()
+        if self.turn_based:
+            self._step_turns(actions, extras)
+        else:
+            self._step_parallel(actions, extras)
+        self.env_seconds += time.perf_counter() - t1
+        self.inference_seconds += t1 - t0
+
+    def _step_turns(self, actions: dict[tuple[int, str], Any], extras: dict[tuple[int, str], dict]) -> None:
+        for (c, agent), action in actions.items():
+            key = (c, agent)
+            if self.agent_policy[agent] in self.collect:
+                self.open[key] = _Step(self.pending[key], action, 0.0, False, False, None, extras[key])
+            self.lengths[key] += 1
+            self.env_steps += 1
+            self.envs[c].step(action)
+            self._to_next_turn(c)
+
+    def _step_parallel(self, actions: dict[tuple[int, str], Any], extras: dict[tuple[int, str], dict]) -> None:
         for c, env in enumerate(self.envs):
             acting = {agent: actions[(c, agent)] for agent in env.agents}
             if not acting:
@@ -184,7 +252,7 @@ class MultiAgentSampler:
                     self.queues[key].append(_Step(self.pending[key], action, reward, term, trunc,
                                                   obs[agent] if done else None, extras[key]))
                 if done:
-                    self.episodes[pid].append((self.returns[key], self.lengths[key]))
+                    self.episodes.append((pid, self.returns[key], self.lengths[key]))
                     self.returns[key], self.lengths[key] = 0.0, 0
                     self.pending[key] = None
                 else:
@@ -195,8 +263,6 @@ class MultiAgentSampler:
                     self.returns[(c, agent)], self.lengths[(c, agent)] = 0.0, 0
             if not env.agents:
                 self._reset(c)
-        self.env_seconds += time.perf_counter() - t1
-        self.inference_seconds += t1 - t0
 
     def _batch(self, keys: list[tuple[int, str]], n: int) -> SampleBatch:
         """The first ``n`` queued steps of each column, time-major (the columns in order along B)."""
@@ -224,9 +290,10 @@ class MultiAgentSampler:
 
     # ------------------------------------------------------------------ counts
 
-    def take_episodes(self) -> dict[str, list[tuple[float, int]]]:
-        """Per policy, the ``(return, length)`` of each agent episode that ended since the last call."""
-        out, self.episodes = self.episodes, {pid: [] for pid in self.policies}
+    def take_episodes(self) -> list[tuple[str, float, int]]:
+        """``(policy, return, length)`` of each agent episode that ended since the last call, in the order they
+        ended."""
+        out, self.episodes = self.episodes, []
         return out
 
     def take_env_steps(self) -> int:

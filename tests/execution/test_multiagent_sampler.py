@@ -64,8 +64,9 @@ class Ones:
         return torch.ones(obs.shape[0], dtype=torch.int64), {"log_prob": obs[:, 0].clone()}
 
 
-def rounded(episodes: list[tuple[float, int]]) -> list[tuple[float, int]]:
-    return sorted((round(r, 6), n) for r, n in episodes)
+def rounded(episodes: list[tuple[str, float, int]], pid: str) -> list[tuple[float, int]]:
+    """The episodes of policy ``pid``, returns rounded, sorted."""
+    return sorted((round(r, 6), n) for p, r, n in episodes if p == pid)
 
 
 def sampler(mapping: dict[str, str], collect: set[str], num_envs: int = 1) -> MultiAgentSampler:
@@ -98,8 +99,8 @@ def test_one_policy_for_all_agents_gets_a_column_per_copy_and_agent_advancing_on
     # b's 4th and 5th steps (env steps 3, 4) wait in its queue; a and c start the next episode's columns
     assert len(s.queues[(0, "b")]) == 2 and len(s.queues[(0, "a")]) == 0
     assert s.take_env_steps() == 2 * (3 + 5 + 3)  # agent steps of both copies
-    episodes = s.take_episodes()["p"]
-    assert rounded(episodes) == sorted([(3.0, 3), (5.5, 5), (3.6, 3)] * 2)  # b: 5 steps of 1.1
+    episodes = s.take_episodes()
+    assert rounded(episodes, "p") == sorted([(3.0, 3), (5.5, 5), (3.6, 3)] * 2)  # b: 5 steps of 1.1
 
 
 def test_queued_steps_of_another_policy_wait_for_its_own_request() -> None:
@@ -118,7 +119,8 @@ def test_untrained_policies_act_and_count_episodes_but_keep_no_steps() -> None:
     s.sample("p", 4)  # a's 3 steps end its episode at env step 3; its 4th step is in the second episode
     assert all(len(s.queues[k]) == 0 for k in [(0, "b"), (0, "c")])
     episodes = s.take_episodes()
-    assert episodes["p"] == [(3.0, 3)] and rounded(episodes["r"]) == [(3.6, 3), (5.5, 5)]
+    assert rounded(episodes, "p") == [(3.0, 3)] and rounded(episodes, "r") == [(3.6, 3), (5.5, 5)]
+    assert [p for p, _, _ in episodes] == ["p", "r", "r"]  # in the order they ended: a at env step 3, b and c at 5
 
 
 def test_random_policy_draws_valid_actions_from_its_own_seeded_stream() -> None:
@@ -140,3 +142,37 @@ def test_sampling_is_deterministic_for_a_seed(num_steps: int) -> None:
         np.testing.assert_array_equal(x.actions, y.actions)
         np.testing.assert_array_equal(x.obs, y.obs)
 
+
+
+class FirstLegal:
+    """The first legal square of a tic-tac-toe board (its action mask)."""
+
+    def get_actions(self, obs: dict, explore: bool = True) -> torch.Tensor:
+        return obs["action_mask"].to(torch.int64).argmax(-1)
+
+
+def test_turn_based_game_completes_each_step_at_the_agents_next_turn_with_the_reward_gathered() -> None:
+    """tic-tac-toe, both players taking the first free square: player_1 plays 0, 2, 4, 6 and wins on the diagonal
+    2-4-6 at its 4th move; player_2 plays 1, 3, 5. Each player's last step ends its episode with +1 / -1, the
+    reward arriving (for player_2) at the other player's move."""
+    from rlrun.config import PettingZooEnvConfig
+    from rlrun.envs.pettingzoo_env import PettingZooEnvFactory
+
+    factory = PettingZooEnvFactory(PettingZooEnvConfig(id="pettingzoo.classic.tictactoe_v3"))
+    assert factory.api == "aec" and factory.spec.agents == ("player_1", "player_2")
+    space = factory.spec.observation_spaces["player_1"]
+    s = MultiAgentSampler(factory, 1, 0, {"x": FirstLegal(), "o": FirstLegal()},
+                          {"player_1": "x", "player_2": "o"}, {"x": space, "o": space}, {"x", "o"})
+    x = s.sample("x", 4)
+    np.testing.assert_array_equal(x.actions[:, 0], [0, 2, 4, 6])
+    np.testing.assert_array_equal(x.rewards[:, 0], [0, 0, 0, 1])
+    np.testing.assert_array_equal(x.terminated[:, 0], [False, False, False, True])
+    assert list(x.final_index()) == [3]
+    np.testing.assert_array_equal(x.final_obs["action_mask"][0], [0, 0, 0, 0, 0, 0, 0, 1, 1])  # squares 7, 8 free
+    np.testing.assert_array_equal(x.obs["action_mask"][0, 0], np.ones(9))  # its first turn: an empty board
+    o = s.sample("o", 3)
+    np.testing.assert_array_equal(o.actions[:, 0], [1, 3, 5])
+    np.testing.assert_array_equal(o.rewards[:, 0], [0, 0, -1])
+    np.testing.assert_array_equal(o.terminated[:, 0], [False, False, True])
+    assert s.take_env_steps() == 7  # the game's 7 moves: the end completed both players' last steps at once
+    assert rounded(s.take_episodes(), "x") == [(1.0, 4)]

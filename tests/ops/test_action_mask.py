@@ -1,0 +1,60 @@
+"""Action masks (PettingZoo classic games' ``action_mask``) against values worked by hand, and the components that
+apply them: actor-critic logits, Q-values, epsilon-greedy exploration."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.testing import assert_close
+
+from rlrun import spaces as sp
+from rlrun.components.actor_critic import ActorCritic
+from rlrun.components.distributions import make_distribution
+from rlrun.components.exploration import EpsilonGreedy
+from rlrun.components.q_network import QNetwork
+from rlrun.ops import apply_action_mask
+from rlrun.ops.action_mask import MASKED, legal_of
+
+OBS = sp.Dict({"observation": sp.Box(0, 1, (3, 3, 2), np.int8), "action_mask": sp.Box(0, 1, (9,), np.int8)})
+
+
+def test_illegal_scores_are_masked_and_rows_without_a_mask_or_without_legal_actions_are_kept() -> None:
+    scores = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    mask = torch.tensor([[1, 0, 1], [0, 0, 0], [0, 1, 0]], dtype=torch.int8)
+    out = apply_action_mask(scores, {"observation": scores, "action_mask": mask})
+    assert_close(out, torch.tensor([[1.0, MASKED, 3.0], [4.0, 5.0, 6.0], [MASKED, 8.0, MASKED]]))
+    assert apply_action_mask(scores, scores) is scores  # no mask: unchanged
+    assert legal_of(out).tolist() == [[True, False, True], [True, True, True], [False, True, False]]
+
+
+def masked_obs(n: int) -> dict[str, torch.Tensor]:
+    obs = sp.to_torch(OBS, sp.sample(OBS, (n,), seed=0))
+    mask = torch.zeros(n, 9, dtype=torch.int8)
+    mask[:, [2, 5]] = 1  # only squares 2 and 5 are free
+    return {**obs, "action_mask": mask}
+
+
+def test_actor_critic_gives_illegal_actions_no_probability() -> None:
+    torch.manual_seed(0)
+    net = ActorCritic("mlp", [16], "tanh", shared_torso=True).build(obs=OBS, actions=sp.Discrete(9))
+    obs = masked_obs(64)
+    dist = make_distribution(sp.Discrete(9), net.get_policy(obs))
+    probs = dist.probs if hasattr(dist, "probs") else torch.softmax(net.get_policy(obs), -1)
+    assert float(probs[:, [0, 1, 3, 4, 6, 7, 8]].sum()) == 0.0
+    assert_close(probs[:, [2, 5]].sum(-1), torch.ones(64))
+    assert set(dist.sample().tolist()) == {2, 5}
+    assert torch.isfinite(dist.entropy()).all() and torch.isfinite(dist.log_prob(torch.full((64,), 2))).all()
+    params, _ = net(obs)
+    assert_close(params, net.get_policy(obs))
+
+
+def test_q_network_and_epsilon_greedy_choose_only_legal_actions() -> None:
+    torch.manual_seed(0)
+    q = QNetwork("mlp", [16], "relu", dueling=False).build(obs=OBS, actions=sp.Discrete(9))
+    values = q(masked_obs(200))
+    assert set(values.argmax(-1).tolist()) <= {2, 5}
+    explore = EpsilonGreedy(1.0, 1.0, 1).build(q=sp.Box(-np.inf, np.inf, (9,), np.float32))
+    actions = explore.get_actions(values, explore=True)  # epsilon 1: every action random, among the legal ones
+    assert set(actions.tolist()) == {2, 5}
+    unmasked = EpsilonGreedy(1.0, 1.0, 1).build(q=sp.Box(-np.inf, np.inf, (9,), np.float32))
+    assert len(set(unmasked.get_actions(torch.zeros(200, 9), explore=True).tolist())) == 9
