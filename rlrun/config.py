@@ -458,10 +458,12 @@ def validate(cfg: DictConfig) -> DictConfig:
     if stop.env_steps is None and stop.wall_time_s is None and stop.episode_return_mean is None:
         raise ConfigError("stop: every stop condition is null, so the run would never end. "
                           "Set at least one of stop.env_steps, stop.wall_time_s, stop.episode_return_mean.")
-    if (cfg.algo.name == "multiagent" or cfg.env.name == "pettingzoo") and cfg.executor.name != "local":
-        raise ConfigError(f"executor={cfg.executor.name}: multi-agent runs (algo=multiagent, env=pettingzoo) run on "
-                          f"executor=local in this version (the joint sampler steps the env copies in the driver).")
-    if (cfg.algo.name == "multiagent" or cfg.env.name == "pettingzoo") and cfg.eval.interval_env_steps is not None:
+    multiagent = cfg.algo.name == "multiagent" or cfg.env.name == "pettingzoo"
+    if multiagent and cfg.executor.name == "ray" and cfg.executor.num_workers != 1:
+        raise ConfigError(f"executor.num_workers={cfg.executor.num_workers}: a multi-agent run on executor=ray has one "
+                          f"sampler actor in this version; set executor.num_workers=1 (its env copies: "
+                          f"executor.num_envs_per_worker).")
+    if multiagent and cfg.eval.interval_env_steps is not None:
         raise ConfigError("eval.interval_env_steps: periodic evaluation of multi-agent runs is not there yet; the "
                           "training returns per policy are logged (policy/<id>/episode/return_mean).")
     if cfg.checkpoint.keep_best and cfg.eval.interval_env_steps is None:

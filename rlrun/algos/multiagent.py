@@ -14,6 +14,9 @@ the most steps drives the sampling, and a policy that asks for fewer (DQN's 1-st
 learns on everything sampled in between, at its own replay ratio. Policies that are not trained (``random``,
 ``train: false``) only act.
 
+On ``executor=ray`` the sampler runs in a Ray actor with the plans' acting copies (``RemoteSampler``); before it
+steps, every policy whose learner's tensors changed sends its weights, so the numbers are those of ``executor=local``.
+
 Metrics: each policy's own under ``policy/<id>/...`` (its losses, its agents' ``episode/return_mean``), and for the
 run as a whole ``episode/return_mean`` over every agent's episodes (a per-agent return). Env steps count agent
 steps: one action of one agent in one env copy.
@@ -21,6 +24,7 @@ steps: one action of one agent in one env copy.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from typing import Any, Iterator, Sequence
@@ -32,10 +36,10 @@ from omegaconf import OmegaConf
 from rlrun.algos.base import Algorithm, IterationResult
 from rlrun.algos.multiagent_config import MultiAgentConfig, map_agents, policy_entry
 from rlrun.errors import ConfigError, RlrunError
-from rlrun.execution.multiagent_sampler import MultiAgentSampler, RandomPolicy
+from rlrun.execution.multiagent_sampler import LocalSampler, RandomPolicy, RemoteSampler, random_policy_factory
 from rlrun.execution.sample_batch import SampleBatch
 from rlrun.execution.timing import StageTimer
-from rlrun.execution.worker_set import get_policy_weights, set_policy_weights
+from rlrun.execution.worker_set import PolicyCopy, get_policy_weights, set_policy_weights, tensor_versions
 from rlrun.registry import registry
 
 POLICY_SEED_STRIDE = 1000
@@ -49,14 +53,18 @@ UNSUPPORTED = {"apex": "its actors and replay shards are a distributed plan of t
 
 class PolicyWorkerSet:
     """The worker-set contract for one policy's plan, served by the shared sampler (module docstring): one
-    "worker" whose env copies are the policy's columns. The plan's agent acts itself (nothing to sync), unless the
-    plan asks for ``own_policies`` (then a ``policy_factory(0)`` copy gets its weights by ``sync_weights``)."""
+    "worker" whose env copies are the policy's columns. In the driver (``executor=local``) the plan's agent acts
+    itself (nothing to sync) unless the plan asks for ``own_policies`` (then a ``policy_factory(0)`` copy gets its
+    weights by ``sync_weights``); on ``executor=ray`` the sampler's process acts with a ``policy_factory(0)`` copy,
+    and a synchronous sample first sends the learner's weights when the plan has not synced since the last one
+    (as the Ray worker set does)."""
 
     num_workers = 1
 
     def __init__(self, hub: "MultiAgent", pid: str, policy: Any, acting: Any, timer: StageTimer) -> None:
         self.hub, self.pid, self.learner, self.policy, self.timer = hub, pid, policy, acting, timer
         self.last_request = 0
+        self._sent_version: tuple | None = None  # executor=ray: the learner's tensor versions when last sent
 
     @property
     def num_envs(self) -> int:
@@ -67,22 +75,35 @@ class PolicyWorkerSet:
         self.timer.add("inference", batch.inference_seconds)
         return batch
 
-    def sample(self, num_steps: int, explore: bool = True) -> list[SampleBatch]:
+    def _sample(self, num_steps: int, explore: bool) -> SampleBatch:
         self.last_request = int(num_steps)
-        return [self._count(self.hub.sampler.sample(self.pid, num_steps, explore))]
+        if self.hub.sampler.remote:  # every policy acts in the joint sampler: none may act with stale weights
+            self.hub.sync_changed_weights()
+        return self._count(self.hub.sampler.sample(self.pid, num_steps, explore))
+
+    def sample(self, num_steps: int, explore: bool = True) -> list[SampleBatch]:
+        return [self._sample(num_steps, explore)]
 
     def sample_async(self, num_steps: int, explore: bool = True,
                      min_batches: int = 1) -> Iterator[tuple[SampleBatch, int]]:
-        self.last_request = int(num_steps)
         for _ in range(max(int(min_batches), 1)):
-            yield self._count(self.hub.sampler.sample(self.pid, num_steps, explore)), 0
+            yield self._sample(num_steps, explore), 0
 
     def drain(self) -> list[tuple[SampleBatch, int]]:
         return []
 
     def sync_weights(self, weights: Any = None, worker_ids: Sequence[int] | None = None) -> None:
-        if self.policy is not self.learner:
+        if self.hub.sampler is not None and self.hub.sampler.remote:
+            self.hub.sampler.set_weights(self.pid, get_policy_weights(self.learner) if weights is None else weights)
+            self._sent_version = tensor_versions(self.learner) if weights is None else None
+        elif self.policy is not self.learner:
             set_policy_weights(self.policy, get_policy_weights(self.learner) if weights is None else weights)
+
+    def sync_if_changed(self) -> None:
+        """Send the learner's weights unless its tensors are as they were when last sent (their versions tell)."""
+        version = tensor_versions(self.learner)
+        if version is None or version != self._sent_version:
+            self.sync_weights()
 
     def worker_pids(self) -> list[int]:
         return [os.getpid()]
@@ -110,7 +131,9 @@ class PolicyExecutor:
         if self.worker_sets:
             raise ConfigError(f"algo.policies.{self.pid}: its algorithm builds several worker sets; a multi-agent "
                               f"policy has one share of the env's steps.")
-        acting = policy_factory(0) if own_policies and policy_factory is not None else policy
+        remote = self.hub.remote
+        acting = policy_factory(0) if own_policies and policy_factory is not None and not remote else policy
+        self.factory = policy_factory if policy_factory is not None else PolicyCopy(policy)  # for executor=ray
         ws = PolicyWorkerSet(self.hub, self.pid, policy, acting, self.timer)
         if acting is not policy:
             ws.sync_weights()
@@ -136,8 +159,8 @@ class MultiAgent(Algorithm):
         if not hasattr(spec, "agents"):
             raise ConfigError(f"algo=multiagent needs a multi-agent env (env=pettingzoo), but env {spec.id} is "
                               f"single-agent. Choose a single-agent algorithm, e.g. algo=ppo.")
-        if type(executor).__name__ != "LocalExecutor":  # rlrun.config.validate says so before anything starts
-            raise ConfigError("algo=multiagent runs on executor=local in this version; use executor=local.")
+        self.remote = type(executor).__name__ == "RayExecutor"
+        self.sampler: Any = None  # built once every policy's plan has asked for its worker set
         policies = {str(k): v for k, v in dict(cfg.policies).items()}
         self.agent_policy = map_agents(list(spec.agents), dict(cfg.mapping), policies)
         self.columns = {pid: [(c, a) for c in range(executor.num_envs_per_worker) for a in spec.agents
@@ -147,6 +170,7 @@ class MultiAgent(Algorithm):
         self.executors: dict[str, PolicyExecutor] = {}
         self.policy_specs = {}
         acting: dict[str, Any] = {}
+        factories: dict[str, Any] = {}
         total_steps = cfg.total_env_steps
         for k, (pid, entry) in enumerate(policies.items()):
             agents = [a for a in spec.agents if self.agent_policy[a] == pid]
@@ -159,6 +183,7 @@ class MultiAgent(Algorithm):
             pseed = seed + k * POLICY_SEED_STRIDE
             if algo == "random":
                 acting[pid] = RandomPolicy(pspec.action_space, pseed)
+                factories[pid] = functools.partial(random_policy_factory, pspec.action_space, pseed)
                 continue
             if algo in UNSUPPORTED:
                 raise ConfigError(f"{where}: algo={algo} cannot be a multi-agent policy ({UNSUPPORTED[algo]}).")
@@ -170,15 +195,27 @@ class MultiAgent(Algorithm):
             except ConfigError as e:
                 raise ConfigError(f"{where}: {e}") from None
             acting[pid] = self.executors[pid].worker_sets[0].policy
+            factories[pid] = self.executors[pid].factory
             if trained:
                 self.plans[pid] = plan
         self.agents = torch.nn.ModuleDict({pid: p.agent for pid, p in self.plans.items()
                                            if isinstance(getattr(p, "agent", None), torch.nn.Module)})
-        self.sampler = MultiAgentSampler(executor.env_factory, executor.num_envs_per_worker, seed, acting,
-                                         self.agent_policy, {pid: s.observation_space
-                                                             for pid, s in self.policy_specs.items()},
-                                         collect=set(self.plans))
+        spaces = {pid: s.observation_space for pid, s in self.policy_specs.items()}
+        num_envs = executor.num_envs_per_worker
+        if self.remote:
+            self.sampler = RemoteSampler(executor.cfg, executor.env_factory, num_envs, seed, factories,
+                                         self.agent_policy, spaces, set(self.plans))
+        else:
+            self.sampler = LocalSampler(executor.env_factory, num_envs, seed, acting, self.agent_policy, spaces,
+                                        set(self.plans))
         self.returns = {pid: deque(maxlen=RETURN_WINDOW) for pid in self.policy_specs}
+
+    def sync_changed_weights(self) -> None:
+        """executor=ray: before the sampler steps, every policy's acting copy gets its learner's weights where they
+        changed (in the driver the learners act themselves, always up to date: the same numbers either way)."""
+        for ex in self.executors.values():
+            for ws in ex.worker_sets:
+                ws.sync_if_changed()
 
     def training_step(self) -> IterationResult:
         result = IterationResult()
@@ -220,15 +257,13 @@ class MultiAgent(Algorithm):
 
     def state_dict(self) -> dict[str, Any]:
         return {"policies": {pid: plan.state_dict() for pid, plan in self.plans.items()},
-                "random": {pid: p.rng.bit_generator.state for pid, p in self.sampler.policies.items()
-                           if isinstance(p, RandomPolicy)},
+                "random": self.sampler.random_states(),
                 "returns": {pid: list(r) for pid, r in self.returns.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for pid, plan in self.plans.items():
             plan.load_state_dict(state["policies"][pid])
-        for pid, rng_state in state.get("random", {}).items():
-            self.sampler.policies[pid].rng.bit_generator.state = rng_state
+        self.sampler.set_random_states(state.get("random", {}))
         for pid, values in state.get("returns", {}).items():
             self.returns[pid].clear()
             self.returns[pid].extend(values)

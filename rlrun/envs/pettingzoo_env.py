@@ -113,6 +113,13 @@ class PettingZooEnvFactory:
                                    {a: probe.action_space(a) for a in agents}, int(cfg.frame_skip))
         probe.close()
 
+    def __getstate__(self) -> dict[str, Any]:  # to a sampler's process (executor=ray): the module by its name
+        return {k: v for k, v in self.__dict__.items() if k != "module"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.module = import_env_module(str(self.cfg.id))
+
     def make(self, evaluation: bool = False) -> Any:
         """One env copy, parallel or AEC (``api``; ``evaluation`` is accepted for the factories' common interface)."""
         make = self.module.parallel_env if self.api == "parallel" else self.module.env

@@ -73,6 +73,12 @@ class RandomPolicy:
         return torch.as_tensor(sp.sample(self.action_space, (int(leaf.shape[0]),), seed=self.rng))
 
 
+def random_policy_factory(action_space: sp.Space, seed: int, worker_index: int = 0) -> RandomPolicy:
+    """A picklable ``worker_index -> RandomPolicy`` (through ``functools.partial``) for a sampler in another
+    process."""
+    return RandomPolicy(action_space, seed)
+
+
 class MultiAgentSampler:
     """Steps the env copies for the policies (module docstring).
 
@@ -301,6 +307,14 @@ class MultiAgentSampler:
         n, self.env_steps = self.env_steps, 0
         return n
 
+    def random_states(self) -> dict[str, Any]:
+        """The random streams of the ``random`` policies (checkpoint state)."""
+        return {pid: p.rng.bit_generator.state for pid, p in self.policies.items() if isinstance(p, RandomPolicy)}
+
+    def set_random_states(self, states: dict[str, Any]) -> None:
+        for pid, state in states.items():
+            self.policies[pid].rng.bit_generator.state = state
+
     def close(self) -> None:
         for env in self.envs:
             env.close()
@@ -310,3 +324,101 @@ def _device_of(policy: Any) -> torch.device:
     parameters = getattr(policy, "parameters", None)
     p = next(parameters(), None) if callable(parameters) else None
     return p.device if p is not None else torch.device("cpu")
+
+
+# ---------------------------------------------------------------------------------------------------- executors
+
+
+class LocalSampler:
+    """The sampler in the driver (``executor=local``): the plans' own agents act (nothing to sync)."""
+
+    remote = False
+
+    def __init__(self, env_factory: Any, num_envs: int, seed: int, policies: dict[str, Any],
+                 agent_policy: dict[str, str], spaces: dict[str, sp.Space], collect: set[str]) -> None:
+        self.sampler = MultiAgentSampler(env_factory, num_envs, seed, policies, agent_policy, spaces, collect)
+        self.columns = self.sampler.columns
+
+    def __getattr__(self, name: str) -> Any:  # sample, queued, run, take_episodes, take_env_steps, close
+        return getattr(self.sampler, name)
+
+    def set_weights(self, pid: str, weights: Any) -> None:
+        from rlrun.execution.worker_set import set_policy_weights
+
+        set_policy_weights(self.sampler.policies[pid], weights)
+
+
+class RemoteSampler:
+    """The sampler in its own process (``executor=ray``: one Ray actor, ``executor.cpus_per_worker`` CPUs), acting
+    with policies built there by the plans' factories; weights arrive with ``set_weights`` (the same numbers as
+    :class:`LocalSampler` for the same weights and seed: the acting random stream is the sampler's own)."""
+
+    remote = True
+
+    class Actor:
+        def __init__(self, env_factory: Any, num_envs: int, seed: int, factories: dict[str, Any],
+                     agent_policy: dict[str, str], spaces: dict[str, sp.Space], collect: set[str]) -> None:
+            torch.set_num_threads(1)
+            policies = {pid: factory(0) for pid, factory in factories.items()}
+            self.sampler = MultiAgentSampler(env_factory, num_envs, seed, policies, agent_policy, spaces, collect)
+
+        def call(self, method: str, *args: Any) -> Any:
+            return getattr(self.sampler, method)(*args)
+
+        def set_weights(self, pid: str, weights: Any) -> None:
+            from rlrun.execution.worker_set import from_wire, set_policy_weights
+
+            set_policy_weights(self.sampler.policies[pid], from_wire(weights))
+
+    def __init__(self, cfg: Any, env_factory: Any, num_envs: int, seed: int, factories: dict[str, Any],
+                 agent_policy: dict[str, str], spaces: dict[str, sp.Space], collect: set[str]) -> None:
+        import ray
+
+        self.columns = {pid: [(c, a) for c in range(num_envs) for a in env_factory.spec.agents
+                              if agent_policy[a] == pid] for pid in factories}
+        actor = ray.remote(num_cpus=float(cfg.cpus_per_worker), max_restarts=0)(RemoteSampler.Actor)
+        self.actor = actor.remote(env_factory, num_envs, seed, factories, agent_policy, spaces, collect)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        import ray
+
+        return ray.get(self.actor.call.remote(method, *args))
+
+    def sample(self, pid: str, num_steps: int, explore: bool = True) -> SampleBatch:
+        from rlrun.execution.ray_actor import owned
+
+        return owned(self._call("sample", pid, num_steps, explore))
+
+    def queued(self, pid: str) -> int:
+        return self._call("queued", pid)
+
+    def run(self, num_steps: int, explore: bool = True) -> None:
+        self._call("run", num_steps, explore)
+
+    def random_states(self) -> dict[str, Any]:
+        return self._call("random_states")
+
+    def set_random_states(self, states: dict[str, Any]) -> None:
+        self._call("set_random_states", states)
+
+    def take_episodes(self) -> list[tuple[str, float, int]]:
+        return self._call("take_episodes")
+
+    def take_env_steps(self) -> int:
+        return self._call("take_env_steps")
+
+    def set_weights(self, pid: str, weights: Any) -> None:
+        import ray
+
+        from rlrun.execution.worker_set import to_wire
+
+        ray.get(self.actor.set_weights.remote(pid, to_wire(weights)))
+
+    def close(self) -> None:
+        import ray
+
+        try:
+            ray.get(self.actor.call.remote("close"), timeout=10)
+        except Exception:  # noqa: BLE001 - an actor already gone
+            pass
+        ray.kill(self.actor)
