@@ -200,6 +200,12 @@ SUITE: tuple[Benchmark, ...] = (
         goals={"fraction_of_limit/*": 0.8},
         headline=("pong/x4/frames_per_s/*", "fraction_of_limit/*")),
     Benchmark(
+        "multiagent_sampling", "benchmarks.multiagent_sampling",
+        "the multi-agent joint sampler's acting throughput (one shared PPO policy, mpe2 simple_spread, 3 agents) as "
+        "a fraction of the serial limit 1/(1/raw env + 1/bare policy)",
+        ci_args=("--quick",), tolerances={"fraction_of_limit/*": 0.3}, goals={"fraction_of_limit/*": 0.8},
+        headline=("rlrun_agent_steps_per_s/*", "fraction_of_limit/*")),
+    Benchmark(
         "time_to_threshold", "benchmarks.time_to_threshold",
         "CartPole-v1 to a mean return of 450 and 475 (20 episodes): wall time and env steps, median over seeds, "
         "per algorithm; Stable-Baselines3 (bench-peers extra) and RLlib in the same invocation when installed",
