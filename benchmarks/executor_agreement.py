@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figures: dict[str, Any] = {"threshold": args.threshold, "budget_env_steps": args.budget, "seeds": seeds,
                                "workers": 2, "envs_per_worker": ENVS_PER_WORKER,
                                "load_average_before": load_average()}
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     try:
         for plan in [p for p in args.plans.split(",") if p]:
             if plan not in PLANS:

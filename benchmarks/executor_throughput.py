@@ -444,7 +444,7 @@ def transfer(rounds: int, per_round: int = 20) -> dict[str, Any]:
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     actor = ray.remote(num_cpus=0)(_TransferActor).remote()
     pool = SlotPool(1)
     try:

@@ -234,7 +234,7 @@ def start_ray() -> bool:
 
     if ray.is_initialized():
         return False
-    ray.init(include_dashboard=False, num_cpus=os.cpu_count(), logging_level=logging.WARNING)
+    ray.init(address="local", include_dashboard=False, num_cpus=os.cpu_count(), logging_level=logging.WARNING)
     return True
 
 

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     counts = [int(n) for n in args.workers.split(",") if n]
     figures: dict[str, Any] = {"cores": cores, "worker_counts": counts, "seconds": args.seconds,
                                "warmup_s": args.warmup_s, "load_average_before": load_average()}
-    ray.init(num_cpus=max(cores, max(counts)), include_dashboard=False, logging_level="WARNING",
+    ray.init(address="local", num_cpus=max(cores, max(counts)), include_dashboard=False, logging_level="WARNING",
              log_to_driver=False)
     try:
         for plan in [p for p in args.plans.split(",") if p]:

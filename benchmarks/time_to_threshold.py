@@ -155,7 +155,7 @@ def rllib_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_s: flo
     import ray
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    ray.init(include_dashboard=False, num_cpus=2, log_to_driver=False)
+    ray.init(address="local", include_dashboard=False, num_cpus=2, log_to_driver=False)
     start = time.perf_counter()
     crossings = Crossings(thresholds, start)
     try:

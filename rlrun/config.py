@@ -176,8 +176,8 @@ class RayExecutorConfig(Declared):
     """How a worker steps its env copies: sync | async (a subprocess per copy) | serial (batch-1 inference) |
     pipelined (two groups of copies: one steps while the policy acts on the other; >= 2 copies)."""
     address: Optional[str] = None
-    """null: start a local Ray cluster (shut down at the end) | auto: the cluster `ray start` made on this machine |
-    ray://host:10001: a remote cluster through Ray Client."""
+    """null: start a new local Ray cluster (shut down at the end), even beside one `ray start` made | auto: join
+    the cluster `ray start` made on this machine | ray://host:10001: a remote cluster through Ray Client."""
     num_cpus: Optional[int] = key(None, "[1, inf)")
     """CPUs of the local cluster this executor starts (null: every core); ignored with an address."""
     object_store_memory: Optional[int] = key(None, "[1, inf)")

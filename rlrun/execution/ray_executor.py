@@ -1,6 +1,7 @@
 """The Ray executor: rollout workers as Ray actors, the learner (the plan) in the driver process.
 
-``executor=ray`` starts a local Ray cluster (``ray.init(num_cpus=executor.num_cpus, include_dashboard=False)``)
+``executor=ray`` starts a new local Ray cluster (``ray.init(address="local", num_cpus=executor.num_cpus,
+include_dashboard=False)``: even when ``ray start`` made one on this machine, which joining needs asking for)
 unless Ray is running in this process already (a test's cluster) or ``executor.address`` names one (``auto``: the
 cluster ``ray start`` made on this machine; ``ray://host:10001``: Ray Client). It shuts down only a cluster it
 started. The worker-set contract is in ``rlrun/execution/worker_set.py``; here is how this executor keeps it, in
@@ -87,6 +88,10 @@ class RayExecutor:
             if address:
                 kwargs["address"] = str(address)
             else:
+                # A new cluster of our own, always: ray.init() without an address would join a cluster `ray start`
+                # left on this machine (its /tmp/ray/ray_current_cluster, even a dead one's) and then refuse
+                # num_cpus. Joining one is the user's choice: executor.address=auto.
+                kwargs["address"] = "local"
                 kwargs["num_cpus"] = int(cfg.num_cpus) if cfg.num_cpus is not None else os.cpu_count()
                 if cfg.object_store_memory is not None:
                     kwargs["object_store_memory"] = int(cfg.object_store_memory)

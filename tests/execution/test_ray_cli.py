@@ -18,3 +18,45 @@ def test_cli_run_with_the_ray_executor_writes_its_summary(workdir: Path) -> None
     card = json.loads((Path(summary["run_dir"]) / "protocol.json").read_text())
     assert card["env_id"] == "CartPole-v1" and card["seed"] == 0 and card["return_window_episodes"] == 20
     assert "Traceback" not in proc.stderr
+
+
+def test_a_cluster_started_with_ray_start_is_joined_only_when_asked(workdir: Path, tmp_path: Path) -> None:
+    """With a `ray start --head` cluster on the machine, executor=ray without an address starts a cluster of its
+    own (Ray's ray.init() would join that one and refuse num_cpus: "When connecting to an existing cluster,
+    num_cpus and num_gpus must not be provided"), and executor.address=auto joins it."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}  # Ray 2.60's token authentication, off as its docs say
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    head = subprocess.Popen([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                             "--block"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            probe = subprocess.run([ray_cli, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True)
+            if probe.returncode == 0:
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError("ray start --head did not come up in 60 s")
+        common = ["algo=ppo", "executor=ray", "executor.num_workers=1", "stop.env_steps=64", "algo.rollout_steps=16",
+                  "logger.mlflow.enabled=false", "export.formats=[]"]
+        own = run_rlrun([*common, "executor.num_cpus=1", "hydra.run.dir=own"], workdir, env=env)
+        assert own.returncode == 0, own.stderr
+        joined = run_rlrun([*common, "executor.address=auto", "hydra.run.dir=joined"], workdir,
+                           env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"})
+        assert joined.returncode == 0, joined.stderr
+        for name in ("own", "joined"):
+            assert json.loads((workdir / name / "summary.json").read_text())["stop_reason"] == "env_steps"
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # --block: the head's processes end with it
+        head.wait(timeout=60)
