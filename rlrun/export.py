@@ -256,9 +256,11 @@ def restore(path: str | Path, device: str = "cpu") -> Restored:
     state = ckpt.load_checkpoint(file)
     cfg = ckpt.typed_config(state["config"])
     torch.set_num_threads(max(int(cfg.device.get("torch_threads", 1)), 1))
+    from rlrun.algos.base import build_plan
+
     env_factory = registry.build("env", cfg.env.name, cfg.env)
-    algo = registry.get("algo", cfg.algo.name)(OmegaConf.to_object(cfg.algo), env_factory.spec, _NoEnvExecutor(),
-                                               torch.device(device), int(cfg.seed))
+    algo = build_plan(OmegaConf.to_object(cfg.algo), env_factory, _NoEnvExecutor(), torch.device(device),
+                      int(cfg.seed))
     ckpt.load_algo_state(algo, ckpt.strip_replay(algo, state["algo"]), replay_included=False)
     return Restored(cfg, ckpt.run_dir_of(file), file, state, algo, env_factory)
 
@@ -277,7 +279,13 @@ def main(argv: Sequence[str]) -> None:
     restored = restore(args.target)
     try:
         out = args.out or restored.run_dir / "export"
-        paths = export_policy(restored.policy(), restored.spec, out, args.formats or ["torchscript"])
+        formats = args.formats or ["torchscript"]
+        per_policy = getattr(restored.algo, "exported_policies", None)  # multi-agent: a directory per policy
+        if per_policy is not None:
+            paths = [p for pid, (policy, pspec) in per_policy().items()
+                     for p in export_policy(policy, pspec, out / pid, formats)]
+        else:
+            paths = export_policy(restored.policy(), restored.spec, out, formats)
     finally:
         restored.close()
     for p in paths:

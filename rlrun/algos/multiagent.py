@@ -119,7 +119,7 @@ class PolicyExecutor:
 
     def __init__(self, hub: "MultiAgent", pid: str, timer: StageTimer) -> None:
         self.hub, self.pid, self.timer = hub, pid, timer
-        self.cfg = hub.executor.cfg
+        self.cfg = getattr(hub.executor, "cfg", None)
         self.worker_sets: list[PolicyWorkerSet] = []
 
     @property
@@ -200,9 +200,12 @@ class MultiAgent(Algorithm):
                 self.plans[pid] = plan
         self.agents = torch.nn.ModuleDict({pid: p.agent for pid, p in self.plans.items()
                                            if isinstance(getattr(p, "agent", None), torch.nn.Module)})
-        spaces = {pid: s.observation_space for pid, s in self.policy_specs.items()}
+        self.acting = acting
+        self.spaces = spaces = {pid: s.observation_space for pid, s in self.policy_specs.items()}
         num_envs = executor.num_envs_per_worker
-        if self.remote:
+        if getattr(executor, "env_factory", None) is None:
+            pass  # restored for eval / export (rlrun.export.restore): no env copies
+        elif self.remote:
             self.sampler = RemoteSampler(executor.cfg, executor.env_factory, num_envs, seed, factories,
                                          self.agent_policy, spaces, set(self.plans))
         else:
@@ -231,7 +234,7 @@ class MultiAgent(Algorithm):
         if not self.plans:  # only untrained policies (a baseline run): step the copies for a while
             self.sampler.run(UNTRAINED_STEPS)
         result.env_steps = self.sampler.take_env_steps()
-        for pid, ret, length in self.sampler.take_episodes():
+        for pid, ret, length, _ in self.sampler.take_episodes():
             result.episode_returns.append(ret)
             result.episode_lengths.append(length)
             self.returns[pid].append(ret)
@@ -257,21 +260,46 @@ class MultiAgent(Algorithm):
 
     def state_dict(self) -> dict[str, Any]:
         return {"policies": {pid: plan.state_dict() for pid, plan in self.plans.items()},
-                "random": self.sampler.random_states(),
+                "random": self.sampler.random_states() if self.sampler is not None else {},
                 "returns": {pid: list(r) for pid, r in self.returns.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for pid, plan in self.plans.items():
             plan.load_state_dict(state["policies"][pid])
-        self.sampler.set_random_states(state.get("random", {}))
+        if self.sampler is not None:
+            self.sampler.set_random_states(state.get("random", {}))
         for pid, values in state.get("returns", {}).items():
             self.returns[pid].clear()
             self.returns[pid].extend(values)
 
+    def evaluate(self, env_factory: Any, episodes: int, seed: int) -> dict[str, Any]:
+        """Greedy play (``explore=False``; ``random`` policies stay random) on one fresh env copy, reset first with
+        ``seed``, until every agent has finished ``episodes`` episodes: per-agent returns, and per policy and agent
+        their means (``rlrun eval``)."""
+        from rlrun.execution.multiagent_sampler import MultiAgentSampler
+
+        acting = {pid: self.plans[pid].acting_policy() if pid in self.plans else policy
+                  for pid, policy in self.acting.items()}
+        sampler = MultiAgentSampler(env_factory, 1, seed, acting, self.agent_policy, self.spaces, collect=set())
+        done: list[tuple[str, float, int, str]] = []
+        try:
+            while min(sum(1 for e in done if e[3] == a) for a in self.spec.agents) < episodes:
+                sampler.run(1, explore=False)
+                done += sampler.take_episodes()
+        finally:
+            sampler.close()
+        by_agent = {a: [e for e in done if e[3] == a][:episodes] for a in self.spec.agents}
+        chosen = [e for a in self.spec.agents for e in by_agent[a]]
+        return {"returns": [e[1] for e in chosen], "lengths": [e[2] for e in chosen],
+                "agent_return_mean": {a: float(np.mean([e[1] for e in es])) for a, es in by_agent.items()},
+                "policy_return_mean": {pid: float(np.mean([e[1] for e in chosen if e[0] == pid]))
+                                       for pid in {e[0] for e in chosen}}}
+
     def stop(self) -> None:
         for plan in self.plans.values():
             plan.stop()
-        self.sampler.close()
+        if self.sampler is not None:
+            self.sampler.close()
         super().stop()
 
 

@@ -1,5 +1,6 @@
 """``rlrun eval <run dir or checkpoint> [episodes=N] [seed=S] [--video DIR]``: run a checkpoint's policy without
-exploration (greedy actions) for N episodes on one fresh env copy and record the mean score.
+exploration (greedy actions) for N episodes on one fresh env copy and record the mean score. A multi-agent run
+plays until every agent has N episodes, and eval.json adds the mean per agent and per policy.
 
 The result is printed, written to ``<run dir>/eval.json`` (atomically) and, when the run has an MLflow run, logged
 there as ``eval/return_mean`` (and ``eval/return_std``) at the checkpoint's env step, with eval.json as an
@@ -118,22 +119,22 @@ def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, vi
     restored = restore(target)
     try:
         seed = int(restored.cfg.seed) + EVAL_SEED_OFFSET if seed is None else int(seed)
-        env = make_env(restored.cfg.env, video_dir)
-        try:
-            returns, lengths = run_episodes(restored.policy(), env, restored.spec.observation_space, episodes, seed)
-        except Exception as e:
-            if video_dir is not None and "moviepy" in str(e).lower():
-                raise RlrunError(f"--video: {' '.join(str(e).split())}; pip install 'rlrun[video]'") from None
-            raise
-        finally:
-            env.close()
+        if hasattr(restored.algo, "evaluate"):  # multi-agent: per-agent returns on one env copy
+            if video_dir is not None:
+                raise RlrunError("--video: recording multi-agent runs is not there yet.")
+            found = restored.algo.evaluate(restored.env_factory, episodes, seed)
+            multiagent = {k: found[k] for k in ("agent_return_mean", "policy_return_mean")}
+            returns, lengths = found["returns"], found["lengths"]
+        else:
+            multiagent = {}
+            returns, lengths = _play(restored, episodes, seed, video_dir)
     finally:
         restored.close()
     mlflow_state = restored.state.get("mlflow") or {}
     result = EvalResult(returns, lengths, seed, str(video_dir.resolve()) if video_dir else None,
                         {"checkpoint": str(restored.checkpoint), "checkpoint_env_steps": restored.env_steps,
                          "algo": str(restored.cfg.algo.name), "env": str(restored.cfg.env.id),
-                         "mlflow_run_id": mlflow_state.get("run_id")})
+                         "mlflow_run_id": mlflow_state.get("run_id"), **multiagent})
     if write:
         path = restored.run_dir / "eval.json"
         tmp = path.with_name(path.name + ".tmp")
@@ -143,6 +144,19 @@ def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, vi
         if mlflow_state.get("run_id") and mlflow_state.get("tracking_uri"):
             _log_to_mlflow(mlflow_state["tracking_uri"], mlflow_state["run_id"], result, restored.env_steps, path)
     return result
+
+
+def _play(restored: Any, episodes: int, seed: int, video_dir: Path | None) -> tuple[list[float], list[int]]:
+    """Greedy episodes of a single-agent run's policy on one fresh env copy."""
+    env = make_env(restored.cfg.env, video_dir)
+    try:
+        return run_episodes(restored.policy(), env, restored.spec.observation_space, episodes, seed)
+    except Exception as e:
+        if video_dir is not None and "moviepy" in str(e).lower():
+            raise RlrunError(f"--video: {' '.join(str(e).split())}; pip install 'rlrun[video]'") from None
+        raise
+    finally:
+        env.close()
 
 
 def _log_to_mlflow(uri: str, run_id: str, result: EvalResult, step: int, path: Path) -> None:
@@ -176,6 +190,10 @@ def main(argv: Sequence[str]) -> None:
                      f"{max(result.returns):.1f}), checkpoint at env step {result.extra['checkpoint_env_steps']}; "
                      f"wrote {result.extra['eval_json']}"
                      f"{'' if result.video_dir is None else f'; videos in {result.video_dir}'}\n")
+    for key, what in (("policy_return_mean", "policy"), ("agent_return_mean", "agent")):  # multi-agent runs
+        if key in result.extra:
+            means = ", ".join(f"{name} {value:.1f}" for name, value in result.extra[key].items())
+            sys.stdout.write(f"eval: return mean per {what}: {means}\n")
     if not all(math.isfinite(r) for r in result.returns):
         raise RlrunError("the evaluation returned a non-finite score")
 

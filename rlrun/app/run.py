@@ -47,6 +47,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import plain_data
+from rlrun.algos.base import build_plan
 from rlrun.app.periodic_eval import PeriodicEvaluator
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
@@ -289,12 +290,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     env_factory = registry.build("env", cfg.env.name, cfg.env)
     executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, seed)
     try:
-        algo_cls, algo_cfg = registry.get("algo", cfg.algo.name), OmegaConf.to_object(cfg.algo)
-        if getattr(env_factory, "multiagent", False) and cfg.algo.name != "multiagent":
-            from rlrun.algos.multiagent import MultiAgent, shared_policy_config
-
-            algo_cls, algo_cfg = MultiAgent, shared_policy_config(algo_cfg)  # one policy for every agent
-        algo = algo_cls(algo_cfg, env_factory.spec, executor, device, seed)
+        algo = build_plan(OmegaConf.to_object(cfg.algo), env_factory, executor, device, seed)
         apply_device_strategy(cfg.device, algo)  # device map, replicas/precision update, compile
     except BaseException:
         executor.stop()

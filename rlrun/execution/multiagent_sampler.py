@@ -102,7 +102,7 @@ class MultiAgentSampler:
         self.pending: dict[tuple[int, str], Any] = {}
         self.returns: dict[tuple[int, str], float] = {}
         self.lengths: dict[tuple[int, str], int] = {}
-        self.episodes: list[tuple[str, float, int]] = []  # (policy, return, length) as the agents' episodes end
+        self.episodes: list[tuple[str, float, int, str]] = []  # (policy, return, length, agent) as episodes end
         self.env_steps = 0  # agent steps taken since the last take_env_steps()
         self.env_seconds = self.inference_seconds = 0.0
         torch_state = torch.get_rng_state()
@@ -148,7 +148,7 @@ class MultiAgentSampler:
                 self.pending[key] = obs
                 return
             pid = self.agent_policy[agent]
-            self.episodes.append((pid, self.returns[key], self.lengths[key]))
+            self.episodes.append((pid, self.returns[key], self.lengths[key], key[1]))
             self.returns[key], self.lengths[key] = 0.0, 0
             self.pending[key] = None
             env.step(None)
@@ -258,7 +258,7 @@ class MultiAgentSampler:
                     self.queues[key].append(_Step(self.pending[key], action, reward, term, trunc,
                                                   obs[agent] if done else None, extras[key]))
                 if done:
-                    self.episodes.append((pid, self.returns[key], self.lengths[key]))
+                    self.episodes.append((pid, self.returns[key], self.lengths[key], key[1]))
                     self.returns[key], self.lengths[key] = 0.0, 0
                     self.pending[key] = None
                 else:
@@ -296,9 +296,9 @@ class MultiAgentSampler:
 
     # ------------------------------------------------------------------ counts
 
-    def take_episodes(self) -> list[tuple[str, float, int]]:
-        """``(policy, return, length)`` of each agent episode that ended since the last call, in the order they
-        ended."""
+    def take_episodes(self) -> list[tuple[str, float, int, str]]:
+        """``(policy, return, length, agent)`` of each agent episode that ended since the last call, in the order
+        they ended."""
         out, self.episodes = self.episodes, []
         return out
 
@@ -401,7 +401,7 @@ class RemoteSampler:
     def set_random_states(self, states: dict[str, Any]) -> None:
         self._call("set_random_states", states)
 
-    def take_episodes(self) -> list[tuple[str, float, int]]:
+    def take_episodes(self) -> list[tuple[str, float, int, str]]:
         return self._call("take_episodes")
 
     def take_env_steps(self) -> int:

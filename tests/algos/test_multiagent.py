@@ -133,6 +133,19 @@ def test_checkpoint_export_and_resume_keep_every_policy(workdir: Path) -> None:
     run_rlrun(["resume=run", "stop.env_steps=6000"], workdir, check=True)
     resumed = json.loads((workdir / "run" / "summary.json").read_text())
     assert resumed["env_steps"] >= 6000 and resumed["stop_reason"] == "env_steps"
+    # rlrun eval: greedy play of every policy, per-agent and per-policy returns in eval.json
+    run_rlrun(["eval", "run", "episodes=3"], workdir, check=True)
+    result = json.loads((workdir / "run" / "eval.json").read_text())
+    assert set(result["agent_return_mean"]) == {"adversary_0", "agent_0", "agent_1"}
+    assert set(result["policy_return_mean"]) == {"adv", "good"} and result["episodes"] == 9  # 3 per agent
+    assert result["lengths"] == [25] * 9  # max_cycles=25: every episode is truncated at 25 steps
+    good = [r for r, a in zip(result["returns"], ["adversary_0"] * 3 + ["agent_0"] * 3 + ["agent_1"] * 3,
+                              strict=True) if a != "adversary_0"]
+    assert abs(result["policy_return_mean"]["good"] - sum(good) / 6) < 1e-9
+    # rlrun export: one directory per policy
+    out = run_rlrun(["export", "run", "--out", "again"], workdir, check=True).stdout
+    assert (workdir / "again" / "adv" / "policy.pt").exists() and (workdir / "again" / "good" / "policy.pt").exists()
+    assert out.count("wrote ") == 2
 
 
 def test_executor_ray_samples_the_same_steps_as_local(tmp_path: Path) -> None:

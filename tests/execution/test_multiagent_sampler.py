@@ -64,9 +64,9 @@ class Ones:
         return torch.ones(obs.shape[0], dtype=torch.int64), {"log_prob": obs[:, 0].clone()}
 
 
-def rounded(episodes: list[tuple[str, float, int]], pid: str) -> list[tuple[float, int]]:
+def rounded(episodes: list[tuple[str, float, int, str]], pid: str) -> list[tuple[float, int]]:
     """The episodes of policy ``pid``, returns rounded, sorted."""
-    return sorted((round(r, 6), n) for p, r, n in episodes if p == pid)
+    return sorted((round(r, 6), n) for p, r, n, _ in episodes if p == pid)
 
 
 def sampler(mapping: dict[str, str], collect: set[str], num_envs: int = 1) -> MultiAgentSampler:
@@ -120,7 +120,7 @@ def test_untrained_policies_act_and_count_episodes_but_keep_no_steps() -> None:
     assert all(len(s.queues[k]) == 0 for k in [(0, "b"), (0, "c")])
     episodes = s.take_episodes()
     assert rounded(episodes, "p") == [(3.0, 3)] and rounded(episodes, "r") == [(3.6, 3), (5.5, 5)]
-    assert [p for p, _, _ in episodes] == ["p", "r", "r"]  # in the order they ended: a at env step 3, b and c at 5
+    assert [(p, a) for p, _, _, a in episodes] == [("p", "a"), ("r", "b"), ("r", "c")]  # in the order they ended
 
 
 def test_random_policy_draws_valid_actions_from_its_own_seeded_stream() -> None:
