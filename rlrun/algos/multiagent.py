@@ -194,6 +194,8 @@ class MultiAgent(Algorithm):
                 plan = registry.get("algo", algo)(pcfg, pspec, self.executors[pid], device, pseed)
             except ConfigError as e:
                 raise ConfigError(f"{where}: {e}") from None
+            if isinstance(entry, dict) and entry.get("checkpoint") is not None:
+                load_frozen(plan, pid, str(entry["checkpoint"]), str(entry.get("checkpoint_policy") or pid), where)
             acting[pid] = self.executors[pid].worker_sets[0].policy
             factories[pid] = self.executors[pid].factory
             if trained:
@@ -301,6 +303,26 @@ class MultiAgent(Algorithm):
         if self.sampler is not None:
             self.sampler.close()
         super().stop()
+
+
+def load_frozen(plan: Algorithm, pid: str, path: str, source: str, where: str) -> None:
+    """Load policy ``pid``'s agent from the checkpoint at ``path`` (a run directory or a file): that run's policy
+    ``source`` (a multi-agent run) or its agent (a single-agent run of the same algorithm and spaces)."""
+    from rlrun import checkpoint as ckpt
+    from rlrun.errors import CheckpointError
+
+    state = ckpt.load_checkpoint(ckpt.find_checkpoint(path))["algo"]
+    if "policies" in state:
+        if source not in state["policies"]:
+            raise ConfigError(f"{where}: checkpoint {path} has no trained policy {source} (it has "
+                              f"{', '.join(state['policies']) or 'none'}); set checkpoint_policy.")
+        state = state["policies"][source]
+    try:
+        plan.agent.load_state_dict(state["agent"])
+    except (KeyError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{where}: the checkpoint {path} does not fit this policy's algorithm and spaces: "
+                              f"{first}") from None
 
 
 def shared_policy_config(algo_cfg: Any) -> MultiAgentConfig:

@@ -23,6 +23,10 @@ from typing import Any, ClassVar, Optional
 from rlrun.errors import ConfigError
 from rlrun.schema import Declared, key
 
+FROZEN_KEYS = ("checkpoint", "checkpoint_policy")
+"""A policy entry's keys that load it, frozen, from a run's checkpoint (self-play against an earlier self):
+``checkpoint: <run dir or checkpoint file>``; ``checkpoint_policy: <policy id in that run>`` (default: the same
+id; ignored for a single-agent run's checkpoint)."""
 UNTRAINED = ("random",)
 """Policy "algorithms" that act without learning: ``random`` draws uniformly from the agent's action space
 (a baseline, or the opponent of a learner)."""
@@ -40,7 +44,9 @@ class MultiAgentConfig(Declared):
     """Policy name -> its algorithm and keys: ``{algo: <name>, <key>: <value>, ...}``. ``algo`` is any single-agent
     algorithm of ``rlrun keys`` (``ppo``, ``dqn``, ``sac``, ``a2c``, ``trpo``, ...) or ``random`` (acts uniformly,
     not trained); the other keys are that algorithm's (``rlrun keys algo=ppo``), defaults as in ``algo=<name>``.
-    ``train: false`` keeps a policy fixed (it acts, it does not learn). Default: one PPO policy, ``shared``."""
+    ``train: false`` keeps a policy fixed (it acts, it does not learn); ``checkpoint: <run dir>`` (and
+    ``checkpoint_policy: <id>``) loads it, frozen, from an earlier run: self-play against a past self. Default: one
+    PPO policy, ``shared``."""
     mapping: dict[str, str] = key(factory=dict)
     """Agent id pattern (``fnmatch``: ``adversary_*``, ``player_1``, ``*``) -> policy name; the first pattern that
     matches an agent, in the order written, decides; an agent no pattern matches acts with the policy ``shared``
@@ -112,9 +118,9 @@ def policy_entry(name: str, entry: Any) -> tuple[str, bool, dict[str, Any]]:
     if not isinstance(entry, dict) or "algo" not in entry:
         raise ConfigError(f"algo.policies.{name}: give the policy's algorithm, e.g. algo.policies.{name}.algo=ppo "
                           f"(a mapping with an 'algo' key and that algorithm's keys).")
-    keys = {k: v for k, v in entry.items() if k not in ("algo", "train")}
+    keys = {k: v for k, v in entry.items() if k not in ("algo", "train", *FROZEN_KEYS)}
     algo = str(entry["algo"])
-    trained = bool(entry.get("train", True)) and algo not in UNTRAINED
+    trained = bool(entry.get("train", True)) and algo not in UNTRAINED and entry.get("checkpoint") is None
     if algo in UNTRAINED and keys:
         raise ConfigError(f"algo.policies.{name}: algo={algo} takes no keys (got {', '.join(keys)}).")
     return algo, trained, keys

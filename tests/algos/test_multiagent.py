@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import only_summary, run_rlrun
+from conftest import assert_same, only_summary, run_rlrun
 
 from rlrun.algos.multiagent_config import map_agents, policy_entry, policy_of
 from rlrun.app.run import run_experiment
@@ -160,6 +160,41 @@ def test_executor_ray_samples_the_same_steps_as_local(tmp_path: Path) -> None:
     assert remote["env_steps"] == local["env_steps"] and remote["episodes"] == local["episodes"]
     assert remote["policy_return_mean"] == local["policy_return_mean"]
     assert remote["episode_return_mean"] == local["episode_return_mean"]
+
+
+def test_a_frozen_policy_from_an_earlier_run_is_loaded_and_never_trained(tmp_path: Path) -> None:
+    """Self-play against a past self: the opponent loads the earlier run's learner (checkpoint, checkpoint_policy),
+    acts with exactly its weights and keeps them while the learner trains."""
+    from omegaconf import OmegaConf
+
+    from rlrun.algos.base import build_plan
+    from rlrun.registry import registry
+
+    game = ["env=pettingzoo", "env.id=pettingzoo.classic.tictactoe_v3", "executor.num_envs=4", *QUIET,
+            "algo.mapping={player_1:learner,player_2:opponent}"]
+    first = run(tmp_path / "first", [*game, "stop.env_steps=2000",
+                                      "algo.policies={learner:{algo:ppo},opponent:{algo:random}}"])
+    past = str(Path(first["run_dir"]))
+    cfg = compose([*game, f"algo.policies={{learner:{{algo:ppo}},opponent:{{algo:ppo,checkpoint:'{past}',"
+                          f"checkpoint_policy:learner}}}}"])
+    factory = registry.build("env", cfg.env.name, cfg.env)
+    executor = registry.build("executor", cfg.executor.name, cfg.executor, factory, 0)
+    algo = build_plan(OmegaConf.to_object(cfg.algo), factory, executor, torch.device("cpu"), 0)
+    try:
+        saved = torch.load(Path(past) / "checkpoints" / "latest.pt", weights_only=False)
+        expected = saved["algo"]["policies"]["learner"]["agent"]
+        opponent = algo.executors["opponent"].worker_sets[0].policy
+        assert_same(opponent.state_dict(), expected)
+        assert set(algo.plans) == {"learner"}  # the frozen policy acts but has no training step
+        for _ in range(3):
+            algo.training_step()
+        assert_same(opponent.state_dict(), expected)
+    finally:
+        algo.stop()
+    bad = compose([*game, f"algo.policies={{learner:{{algo:ppo}},opponent:{{algo:ppo,checkpoint:'{past}',"
+                          f"checkpoint_policy:nobody}}}}"])
+    with pytest.raises(ConfigError, match="has no trained policy nobody \\(it has learner\\)"):
+        build_plan(OmegaConf.to_object(bad.algo), factory, executor, torch.device("cpu"), 0)
 
 
 @pytest.mark.parametrize("args, needle", [
