@@ -355,3 +355,22 @@ def _check_overrides_early(saved: dict[str, Any], argv: Sequence[str]) -> None:
     except (HydraException, OmegaConfBaseException, ConfigError):
         return
     resume_config(saved, composed, overrides)
+
+
+def load_frozen_policies(algo: Any) -> None:
+    """Load each frozen policy a multi-agent plan records (``algo.frozen``: ``checkpoint`` in a policy's entry) from
+    its run's checkpoint: that run's policy ``source`` (a multi-agent run) or its agent (a single-agent run of the
+    same algorithm and spaces). A no-op for other plans."""
+    for frozen in getattr(algo, "frozen", ()):
+        state = load_checkpoint(find_checkpoint(frozen.path))["algo"]
+        if "policies" in state:
+            if frozen.source not in state["policies"]:
+                raise ConfigError(f"{frozen.where}: checkpoint {frozen.path} has no trained policy {frozen.source} "
+                                  f"(it has {', '.join(state['policies']) or 'none'}); set checkpoint_policy.")
+            state = state["policies"][frozen.source]
+        try:
+            frozen.agent.load_state_dict(state["agent"])
+        except (KeyError, RuntimeError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise CheckpointError(f"{frozen.where}: the checkpoint {frozen.path} does not fit this policy's algorithm "
+                                  f"and spaces: {first}") from None

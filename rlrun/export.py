@@ -256,11 +256,12 @@ def restore(path: str | Path, device: str = "cpu") -> Restored:
     state = ckpt.load_checkpoint(file)
     cfg = ckpt.typed_config(state["config"])
     torch.set_num_threads(max(int(cfg.device.get("torch_threads", 1)), 1))
-    from rlrun.algos.base import build_plan
+    from rlrun.algos.multiagent import build_plan  # the algorithms load only when a checkpoint is restored
 
     env_factory = registry.build("env", cfg.env.name, cfg.env)
     algo = build_plan(OmegaConf.to_object(cfg.algo), env_factory, _NoEnvExecutor(), torch.device(device),
                       int(cfg.seed))
+    ckpt.load_frozen_policies(algo)
     ckpt.load_algo_state(algo, ckpt.strip_replay(algo, state["algo"]), replay_included=False)
     return Restored(cfg, ckpt.run_dir_of(file), file, state, algo, env_factory)
 

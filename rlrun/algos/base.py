@@ -129,18 +129,3 @@ class ThreadedLearner:
         if self.learner is not None:
             self.learner.stop()
         super().stop()
-
-
-def build_plan(algo_cfg: Any, env_factory: Any, executor: Any, device: torch.device, seed: int) -> Algorithm:
-    """The plan ``algo_cfg`` (a schema object) names, on ``env_factory``'s env: a single-agent algorithm on a
-    multi-agent env (``env=pettingzoo algo=ppo``) becomes one policy shared by every agent
-    (:func:`rlrun.algos.multiagent.shared_policy_config`). The run, ``rlrun eval`` and ``rlrun export`` build
-    their algorithm here."""
-    from rlrun.registry import registry
-
-    cls = registry.get("algo", algo_cfg.name)
-    if getattr(env_factory, "multiagent", False) and algo_cfg.name != "multiagent":
-        from rlrun.algos.multiagent import MultiAgent, shared_policy_config
-
-        cls, algo_cfg = MultiAgent, shared_policy_config(algo_cfg)
-    return cls(algo_cfg, env_factory.spec, executor, device, seed)

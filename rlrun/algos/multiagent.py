@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -36,7 +37,13 @@ from omegaconf import OmegaConf
 from rlrun.algos.base import Algorithm, IterationResult
 from rlrun.algos.multiagent_config import MultiAgentConfig, map_agents, policy_entry
 from rlrun.errors import ConfigError, RlrunError
-from rlrun.execution.multiagent_sampler import LocalSampler, RandomPolicy, RemoteSampler, random_policy_factory
+from rlrun.execution.multiagent_sampler import (
+    LocalSampler,
+    MultiAgentSampler,
+    RandomPolicy,
+    RemoteSampler,
+    random_policy_factory,
+)
 from rlrun.execution.sample_batch import SampleBatch
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import PolicyCopy, get_policy_weights, set_policy_weights, tensor_versions
@@ -49,6 +56,18 @@ RETURN_WINDOW = 100
 UNTRAINED_STEPS = 32
 """Steps of every env copy per ``training_step`` when no policy is trained (a baseline run)."""
 UNSUPPORTED = {"apex": "its actors and replay shards are a distributed plan of their own"}
+
+
+@dataclass
+class FrozenPolicy:
+    """A policy to load, frozen, from an earlier run (``checkpoint``, ``checkpoint_policy`` in its entry): the
+    plan records it, ``rlrun.checkpoint.load_frozen_policies`` reads the file (file I/O stays above the plans)."""
+
+    pid: str
+    path: str
+    source: str
+    where: str
+    agent: Any
 
 
 class PolicyWorkerSet:
@@ -169,6 +188,7 @@ class MultiAgent(Algorithm):
         self.plans: dict[str, Algorithm] = {}
         self.executors: dict[str, PolicyExecutor] = {}
         self.policy_specs = {}
+        self.frozen: list[FrozenPolicy] = []  # policies to load from earlier runs' checkpoints
         acting: dict[str, Any] = {}
         factories: dict[str, Any] = {}
         total_steps = cfg.total_env_steps
@@ -194,8 +214,9 @@ class MultiAgent(Algorithm):
                 plan = registry.get("algo", algo)(pcfg, pspec, self.executors[pid], device, pseed)
             except ConfigError as e:
                 raise ConfigError(f"{where}: {e}") from None
-            if isinstance(entry, dict) and entry.get("checkpoint") is not None:
-                load_frozen(plan, pid, str(entry["checkpoint"]), str(entry.get("checkpoint_policy") or pid), where)
+            if isinstance(entry, dict) and entry.get("checkpoint") is not None:  # loaded by the caller of the plan
+                self.frozen.append(FrozenPolicy(pid, str(entry["checkpoint"]),
+                                                str(entry.get("checkpoint_policy") or pid), where, plan.agent))
             acting[pid] = self.executors[pid].worker_sets[0].policy
             factories[pid] = self.executors[pid].factory
             if trained:
@@ -278,8 +299,6 @@ class MultiAgent(Algorithm):
         """Greedy play (``explore=False``; ``random`` policies stay random) on one fresh env copy, reset first with
         ``seed``, until every agent has finished ``episodes`` episodes: per-agent returns, and per policy and agent
         their means (``rlrun eval``)."""
-        from rlrun.execution.multiagent_sampler import MultiAgentSampler
-
         acting = {pid: self.plans[pid].acting_policy() if pid in self.plans else policy
                   for pid, policy in self.acting.items()}
         sampler = MultiAgentSampler(env_factory, 1, seed, acting, self.agent_policy, self.spaces, collect=set())
@@ -305,24 +324,15 @@ class MultiAgent(Algorithm):
         super().stop()
 
 
-def load_frozen(plan: Algorithm, pid: str, path: str, source: str, where: str) -> None:
-    """Load policy ``pid``'s agent from the checkpoint at ``path`` (a run directory or a file): that run's policy
-    ``source`` (a multi-agent run) or its agent (a single-agent run of the same algorithm and spaces)."""
-    from rlrun import checkpoint as ckpt
-    from rlrun.errors import CheckpointError
-
-    state = ckpt.load_checkpoint(ckpt.find_checkpoint(path))["algo"]
-    if "policies" in state:
-        if source not in state["policies"]:
-            raise ConfigError(f"{where}: checkpoint {path} has no trained policy {source} (it has "
-                              f"{', '.join(state['policies']) or 'none'}); set checkpoint_policy.")
-        state = state["policies"][source]
-    try:
-        plan.agent.load_state_dict(state["agent"])
-    except (KeyError, RuntimeError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{where}: the checkpoint {path} does not fit this policy's algorithm and spaces: "
-                              f"{first}") from None
+def build_plan(algo_cfg: Any, env_factory: Any, executor: Any, device: torch.device, seed: int) -> Algorithm:
+    """The plan ``algo_cfg`` (a schema object) names, on ``env_factory``'s env: a single-agent algorithm on a
+    multi-agent env (``env=pettingzoo algo=ppo``) becomes one policy shared by every agent
+    (:func:`shared_policy_config`). The run, ``rlrun eval`` and ``rlrun export`` build their algorithm here, then
+    load the frozen policies' checkpoints (``rlrun.checkpoint.load_frozen_policies``)."""
+    cls = registry.get("algo", algo_cfg.name)
+    if getattr(env_factory, "multiagent", False) and algo_cfg.name != "multiagent":
+        cls, algo_cfg = MultiAgent, shared_policy_config(algo_cfg)
+    return cls(algo_cfg, env_factory.spec, executor, device, seed)
 
 
 def shared_policy_config(algo_cfg: Any) -> MultiAgentConfig:

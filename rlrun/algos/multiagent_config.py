@@ -60,8 +60,8 @@ class MultiAgentConfig(Declared):
     def check_config(cls, node: dict[str, Any]) -> None:
         """Each policy's entry against its algorithm's schema (unknown keys with close matches, types, ranges):
         rlrun.config.validate calls this before anything starts."""
-        from rlrun.config import check_node
-        from rlrun.registry import RegistryError, registry
+        from rlrun.config import check_node  # lazily: rlrun.config imports the schemas (an import cycle)
+        from rlrun.registry import RegistryError, registry  # lazily: the schemas load before the registry
 
         policies = node.get("policies") or {}
         if not policies:

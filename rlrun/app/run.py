@@ -47,7 +47,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import plain_data
-from rlrun.algos.base import build_plan
+from rlrun.algos.multiagent import build_plan
 from rlrun.app.periodic_eval import PeriodicEvaluator
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
@@ -291,6 +291,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, seed)
     try:
         algo = build_plan(OmegaConf.to_object(cfg.algo), env_factory, executor, device, seed)
+        ckpt.load_frozen_policies(algo)  # multi-agent: policies frozen from earlier runs
         apply_device_strategy(cfg.device, algo)  # device map, replicas/precision update, compile
     except BaseException:
         executor.stop()

@@ -36,6 +36,7 @@ from rlrun import spaces as sp
 from rlrun.errors import RlrunError
 from rlrun.execution.rollout_worker import acting_seed
 from rlrun.execution.sample_batch import SampleBatch, map_nest, stack_nests
+from rlrun.execution.worker_set import from_wire, set_policy_weights, to_wire
 from rlrun.ops.action_mask import action_mask_of
 
 MAX_IDLE_STEPS = 100_000
@@ -343,8 +344,6 @@ class LocalSampler:
         return getattr(self.sampler, name)
 
     def set_weights(self, pid: str, weights: Any) -> None:
-        from rlrun.execution.worker_set import set_policy_weights
-
         set_policy_weights(self.sampler.policies[pid], weights)
 
 
@@ -366,8 +365,6 @@ class RemoteSampler:
             return getattr(self.sampler, method)(*args)
 
         def set_weights(self, pid: str, weights: Any) -> None:
-            from rlrun.execution.worker_set import from_wire, set_policy_weights
-
             set_policy_weights(self.sampler.policies[pid], from_wire(weights))
 
     def __init__(self, cfg: Any, env_factory: Any, num_envs: int, seed: int, factories: dict[str, Any],
@@ -385,7 +382,7 @@ class RemoteSampler:
         return ray.get(self.actor.call.remote(method, *args))
 
     def sample(self, pid: str, num_steps: int, explore: bool = True) -> SampleBatch:
-        from rlrun.execution.ray_actor import owned
+        from rlrun.execution.ray_actor import owned  # lazily: it imports ray, which a local run never needs
 
         return owned(self._call("sample", pid, num_steps, explore))
 
@@ -409,8 +406,6 @@ class RemoteSampler:
 
     def set_weights(self, pid: str, weights: Any) -> None:
         import ray
-
-        from rlrun.execution.worker_set import to_wire
 
         ray.get(self.actor.set_weights.remote(pid, to_wire(weights)))
 

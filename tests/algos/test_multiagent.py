@@ -167,7 +167,8 @@ def test_a_frozen_policy_from_an_earlier_run_is_loaded_and_never_trained(tmp_pat
     acts with exactly its weights and keeps them while the learner trains."""
     from omegaconf import OmegaConf
 
-    from rlrun.algos.base import build_plan
+    from rlrun.algos.multiagent import build_plan
+    from rlrun.checkpoint import load_frozen_policies
     from rlrun.registry import registry
 
     game = ["env=pettingzoo", "env.id=pettingzoo.classic.tictactoe_v3", "executor.num_envs=4", *QUIET,
@@ -180,6 +181,7 @@ def test_a_frozen_policy_from_an_earlier_run_is_loaded_and_never_trained(tmp_pat
     factory = registry.build("env", cfg.env.name, cfg.env)
     executor = registry.build("executor", cfg.executor.name, cfg.executor, factory, 0)
     algo = build_plan(OmegaConf.to_object(cfg.algo), factory, executor, torch.device("cpu"), 0)
+    load_frozen_policies(algo)
     try:
         saved = torch.load(Path(past) / "checkpoints" / "latest.pt", weights_only=False)
         expected = saved["algo"]["policies"]["learner"]["agent"]
@@ -194,7 +196,7 @@ def test_a_frozen_policy_from_an_earlier_run_is_loaded_and_never_trained(tmp_pat
     bad = compose([*game, f"algo.policies={{learner:{{algo:ppo}},opponent:{{algo:ppo,checkpoint:'{past}',"
                           f"checkpoint_policy:nobody}}}}"])
     with pytest.raises(ConfigError, match="has no trained policy nobody \\(it has learner\\)"):
-        build_plan(OmegaConf.to_object(bad.algo), factory, executor, torch.device("cpu"), 0)
+        load_frozen_policies(build_plan(OmegaConf.to_object(bad.algo), factory, executor, torch.device("cpu"), 0))
 
 
 @pytest.mark.parametrize("args, needle", [
