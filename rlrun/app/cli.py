@@ -141,6 +141,11 @@ class ValidateConfig:
         try:
             with open_dict(cfg):
                 validate(cfg)
+            if cfg.executor.name == "ray":
+                # lazily: it imports ray; an unreachable cluster is bad input, said before the run directory exists
+                from rlrun.execution.ray_executor import check_reachable
+
+                check_reachable(cfg.executor)
         except RlrunError as e:
             if tracebacks_requested():
                 raise SystemExit(e.exit_code) from e

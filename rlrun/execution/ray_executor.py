@@ -196,3 +196,46 @@ def _validate(cfg: Any) -> None:
     if cfg.address and cfg.num_cpus is not None:
         log.warning("executor.num_cpus=%s is ignored: executor.address=%s names an existing cluster",
                     cfg.num_cpus, cfg.address)
+
+
+PROBE_TIMEOUT_S = 5.0
+
+
+def check_reachable(cfg: Any) -> None:
+    """Before anything is written: a cluster named by ``executor.address`` (or ``RAY_ADDRESS``) answers on its port,
+    or a ConfigError (exit 2) naming the address and the fix; Ray's own connect would wait minutes and then fail
+    with a run directory already made. ``auto`` needs a cluster ``ray start`` made on this machine. Nothing to check
+    without an address (a new local cluster) or with Ray already running in this process."""
+    import socket
+
+    import ray
+
+    address = cfg.address or os.environ.get("RAY_ADDRESS")
+    if not address or ray.is_initialized():
+        return
+    address = str(address)
+    where = f"executor.address={cfg.address}" if cfg.address else f"RAY_ADDRESS={address}"
+    target = address[len("ray://"):] if address.startswith("ray://") else address
+    if target == "auto":
+        try:
+            from ray._private.services import canonicalize_bootstrap_address  # what ray.init reads for "auto"
+
+            target = canonicalize_bootstrap_address("auto") or ""
+        except Exception:  # noqa: BLE001 - no cluster recorded on this machine
+            target = ""
+        if not target:
+            raise ConfigError(f"{where}: no Ray cluster was started on this machine with `ray start` (auto joins "
+                              f"the last one). Start one (ray start --head), give its address, or leave "
+                              f"executor.address unset for a cluster of this run's own.")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"{where}: not an address; write host:port (a cluster's GCS, e.g. 10.0.0.5:6379), "
+                          f"ray://host:10001 (Ray Client) or auto.")
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise ConfigError(f"{where}: no Ray cluster answers at {host}:{port} ({reason} within "
+                          f"{PROBE_TIMEOUT_S:g} s). Start one there (ray start --head --port={port}), check the "
+                          f"address, or leave executor.address unset for a cluster of this run's own.") from None

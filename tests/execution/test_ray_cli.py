@@ -60,3 +60,20 @@ def test_a_cluster_started_with_ray_start_is_joined_only_when_asked(workdir: Pat
     finally:
         os.killpg(head.pid, signal.SIGTERM)  # --block: the head's processes end with it
         head.wait(timeout=60)
+
+
+def test_an_address_where_no_cluster_answers_is_bad_input_said_before_the_run_directory(workdir: Path) -> None:
+    """Ray's own connect waited minutes ("Failed to connect to GCS ... within 5 seconds", then a timeout) with the
+    run directory already written; the probe says it in one line, exit 2, and nothing is written."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for address, needle in ((f"127.0.0.1:{port}", f"no Ray cluster answers at 127.0.0.1:{port}"),
+                            ("localhost", "not an address; write host:port")):
+        proc = run_rlrun(["algo=ppo", "executor=ray", f"executor.address={address}", "stop.env_steps=10"], workdir,
+                         timeout=60)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+        assert not (workdir / "outputs").exists() and not (workdir / "mlflow.db").exists()
