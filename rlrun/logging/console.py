@@ -13,6 +13,15 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def policies_part(metrics: dict[str, float]) -> str:
+    """A multi-agent run's return per policy (``policy/<id>/episode/return_mean``): ``(adv -19.5, good 12.0)``;
+    empty for a single-agent run."""
+    suffix = "/episode/return_mean"
+    found = [(k[len("policy/"):-len(suffix)], v) for k, v in metrics.items()
+             if k.startswith("policy/") and k.endswith(suffix)]
+    return "(" + ", ".join(f"{pid} {_fmt(v)}" for pid, v in found) + ")" if found else ""
+
+
 def learner_part(metrics: dict[str, float]) -> str:
     """The learner's figures, where a plan reports them (a learner thread, replay, unrolls acted with older weights):
     ``learner 1.28 upd/s  queue 3  replay ratio 0.56  lag 2.3``; empty for a plan that reports none."""
@@ -57,6 +66,9 @@ class ConsoleSink:
     def _line(self, metrics: dict[str, float], step: int) -> str:
         line = (f"env_steps {step}  frames/s {_fmt(metrics.get('perf/frames_per_s'), '.0f')}  "
                 f"return {_fmt(metrics.get('episode/return_mean'))}  episodes {int(metrics.get('episode/count', 0))}")
+        per_policy = policies_part(metrics)
+        if per_policy:
+            line = line.replace("  episodes ", f" {per_policy}  episodes ", 1)
         learner = learner_part(metrics)
         if learner:
             line += f"  {learner}"

@@ -73,3 +73,17 @@ def test_the_progress_line_shows_the_learner_when_a_plan_reports_it() -> None:
     assert first == "env_steps 100  frames/s 1354  return -20.9  episodes 3"
     assert second == ("env_steps 200  frames/s 1354  return -20.9  episodes 3  learner 1.28 upd/s  queue 3  "
                       "replay ratio 0.56  lag 2.2")
+
+
+def test_the_progress_line_of_a_multiagent_run_gives_each_policys_return() -> None:
+
+    from rlrun.logging.console import ConsoleSink, policies_part
+
+    metrics = {"perf/frames_per_s": 900.0, "episode/return_mean": -3.2, "episode/count": 40,
+               "policy/adv/episode/return_mean": -19.54, "policy/good/episode/return_mean": 12.0,
+               "policy/adv/loss/td": 0.5}
+    assert policies_part(metrics) == "(adv -19.5, good 12.0)"
+    assert policies_part({"episode/return_mean": 1.0}) == ""
+    sink = ConsoleSink.__new__(ConsoleSink)
+    sink._eval = None
+    assert sink._line(metrics, 1000) == "env_steps 1000  frames/s 900  return -3.2 (adv -19.5, good 12.0)  episodes 40"
