@@ -463,9 +463,6 @@ def validate(cfg: DictConfig) -> DictConfig:
         raise ConfigError(f"executor.num_workers={cfg.executor.num_workers}: a multi-agent run on executor=ray has one "
                           f"sampler actor in this version; set executor.num_workers=1 (its env copies: "
                           f"executor.num_envs_per_worker).")
-    if multiagent and cfg.eval.interval_env_steps is not None:
-        raise ConfigError("eval.interval_env_steps: periodic evaluation of multi-agent runs is not there yet; the "
-                          "training returns per policy are logged (policy/<id>/episode/return_mean).")
     if cfg.checkpoint.keep_best and cfg.eval.interval_env_steps is None:
         raise ConfigError("checkpoint.keep_best=true needs evaluations to rank checkpoints by: set "
                           "eval.interval_env_steps (e.g. eval.interval_env_steps=10000).")

@@ -299,8 +299,10 @@ class MultiAgent(Algorithm):
         """Greedy play (``explore=False``; ``random`` policies stay random) on one fresh env copy, reset first with
         ``seed``, until every agent has finished ``episodes`` episodes: per-agent returns, and per policy and agent
         their means (``rlrun eval``)."""
-        acting = {pid: self.plans[pid].acting_policy() if pid in self.plans else policy
-                  for pid, policy in self.acting.items()}
+        acting = {pid: self.plans[pid].acting_policy() if pid in self.plans
+                  # a random policy's own stream, so evaluating leaves training's untouched
+                  else RandomPolicy(policy.action_space, seed + k) if isinstance(policy, RandomPolicy) else policy
+                  for k, (pid, policy) in enumerate(self.acting.items())}
         sampler = MultiAgentSampler(env_factory, 1, seed, acting, self.agent_policy, self.spaces, collect=set())
         done: list[tuple[str, float, int, str]] = []
         try:

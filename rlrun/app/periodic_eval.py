@@ -22,7 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -43,6 +43,7 @@ class EvalOutcome:
     returns: list[float]
     lengths: list[int]
     candidate: Any = None  # background mode with keep_best: the checkpoint state taken with the snapshot
+    extra: dict[str, float] = field(default_factory=dict)  # multi-agent: eval/policy/<id>/return_mean
 
     @property
     def return_mean(self) -> float:
@@ -50,7 +51,7 @@ class EvalOutcome:
 
     def metrics(self) -> dict[str, float]:
         return {"eval/return_mean": self.return_mean, "eval/return_std": float(np.std(self.returns)),
-                "eval/length_mean": float(np.mean(self.lengths))}
+                "eval/length_mean": float(np.mean(self.lengths)), **self.extra}
 
 
 class PeriodicEvaluator:
@@ -61,10 +62,12 @@ class PeriodicEvaluator:
         self.interval = int(cfg.interval_env_steps)
         self.episodes = int(cfg.episodes)
         self.seed = int(run_seed) + EVAL_SEED_OFFSET if cfg.seed is None else int(cfg.seed)
-        self.background = bool(background)
-        self.algo = algo
-        self.obs_space = env_factory.spec.observation_space
-        self.env = env_factory.make(evaluation=True)
+        # A multi-agent plan plays its policies itself (``algo.evaluate``: per-agent returns), in the run loop.
+        self.multiagent = callable(getattr(algo, "evaluate", None))
+        self.background = bool(background) and not self.multiagent
+        self.algo, self.env_factory = algo, env_factory
+        self.obs_space = None if self.multiagent else env_factory.spec.observation_space
+        self.env = None if self.multiagent else env_factory.make(evaluation=True)
         self.best: float | None = None
         self.best_env_steps: int | None = None
         self.last: EvalOutcome | None = None
@@ -90,6 +93,8 @@ class PeriodicEvaluator:
 
     def snapshot(self) -> Any:
         """A fresh acting policy with the learner's current weights (global random state left as it was)."""
+        if self.multiagent:
+            return None  # algo.evaluate acts with the policies as they are now
         state = plain_data.rng_state()
         try:
             policy = self.algo.acting_policy()
@@ -104,6 +109,13 @@ class PeriodicEvaluator:
 
     def _play(self, policy: Any, env_steps: int, candidate: Any = None) -> EvalOutcome:
         state = plain_data.rng_state() if not self.background else None
+        if self.multiagent:
+            try:
+                found = self.algo.evaluate(self.env_factory, self.episodes, self.seed)
+            finally:
+                plain_data.set_rng_state(state)
+            extra = {f"eval/policy/{pid}/return_mean": v for pid, v in found["policy_return_mean"].items()}
+            return EvalOutcome(env_steps, found["returns"], found["lengths"], candidate, extra)
         try:
             policy.eval() if hasattr(policy, "eval") else None
             returns, lengths = run_episodes(policy, self.env, self.obs_space, self.episodes, self.seed,
@@ -159,7 +171,8 @@ class PeriodicEvaluator:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        self.env.close()
+        if self.env is not None:
+            self.env.close()
 
 
 def _policy_factory(algo: Any) -> Callable[[int], Any] | None:

@@ -199,6 +199,22 @@ def test_a_frozen_policy_from_an_earlier_run_is_loaded_and_never_trained(tmp_pat
         load_frozen_policies(build_plan(OmegaConf.to_object(bad.algo), factory, executor, torch.device("cpu"), 0))
 
 
+def test_periodic_evaluation_plays_every_policy_and_keeps_the_best_checkpoint(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = [a for a in SPREAD if a != "logger.tensorboard.enabled=false"]
+    summary = run(tmp_path, [*args, "stop.env_steps=3000", "eval.interval_env_steps=1000", "eval.episodes=2",
+                             "checkpoint.keep_best=true", "algo.policies={a:{algo:ppo},b:{algo:random}}",
+                             "algo.mapping={agent_0:a,agent_1:b}"])
+    run_dir = Path(summary["run_dir"])
+    assert summary["eval_return_mean"] is not None and (run_dir / "checkpoints" / "best.pt").exists()
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"eval/return_mean", "eval/policy/a/return_mean", "eval/policy/b/return_mean"} <= tags
+    assert len(events.Scalars("eval/policy/a/return_mean")) == 3  # at 1000, 2000 and 3000 env steps
+
+
 @pytest.mark.parametrize("args, needle", [
     (["env=pettingzoo", "env.id=mpe2.simple_sprad_v3"], "env.id=mpe2.simple_sprad_v3: no such PettingZoo env "
                                                          "module. Close matches: mpe2.simple_spread_v3"),
