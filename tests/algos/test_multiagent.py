@@ -56,6 +56,9 @@ def test_env_pettingzoo_selects_the_multiagent_plan_and_an_algo_on_the_command_l
     cfg = compose(["env=pettingzoo", "algo.policies={adv:{algo:dqn,lr:0.01}}", "algo.mapping={adversary_*:adv}"])
     assert dict(cfg.algo.policies["adv"]) == {"algo": "dqn", "lr": 0.01} and dict(cfg.algo.mapping) == {
         "adversary_*": "adv"}
+    preset = compose(["env=pettingzoo", "env.id=mpe2.simple_adversary_v3", "algo=multiagent_mixed"]).algo
+    assert preset.name == "multiagent" and dict(preset.mapping) == {"adversary_*": "adversary", "agent_*": "good"}
+    assert preset.policies["adversary"]["algo"] == "dqn" and preset.policies["good"]["algo"] == "ppo"
 
 
 @pytest.mark.parametrize("override, needle", [
