@@ -283,14 +283,19 @@ class MultiAgent(Algorithm):
 
     def state_dict(self) -> dict[str, Any]:
         return {"policies": {pid: plan.state_dict() for pid, plan in self.plans.items()},
-                "random": self.sampler.random_states() if self.sampler is not None else {},
+                "sampler": self.sampler.get_state() if self.sampler is not None else None,
+                "last_request": {pid: ex.worker_sets[0].last_request for pid, ex in self.executors.items()
+                                 if ex.worker_sets},
                 "returns": {pid: list(r) for pid, r in self.returns.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for pid, plan in self.plans.items():
             plan.load_state_dict(state["policies"][pid])
-        if self.sampler is not None:
-            self.sampler.set_random_states(state.get("random", {}))
+        if self.sampler is not None and state.get("sampler") is not None:
+            self.sampler.set_state(state["sampler"])  # the env copies and the steps in flight: an exact resume
+        for pid, n in state.get("last_request", {}).items():
+            if pid in self.executors and self.executors[pid].worker_sets:
+                self.executors[pid].worker_sets[0].last_request = int(n)
         for pid, values in state.get("returns", {}).items():
             self.returns[pid].clear()
             self.returns[pid].extend(values)

@@ -19,32 +19,32 @@ _SKIP_ATTRS = frozenset({"env", "envs", "env_fns", "spec", "_saved_kwargs", "met
                          "_cached_spec", "_ezpickle_args", "_ezpickle_kwargs", "autoreset_mode"})
 
 
-def _space_rng(space: Any) -> Any:
+def space_rng(space: Any) -> Any:
     """The numpy generator state of a gymnasium space (and of its sub-spaces, for Dict/Tuple)."""
     import gymnasium as gym
 
     rng = space._np_random
     out: dict[str, Any] = {"rng": encode(rng) if rng is not None else None}
     if isinstance(space, gym.spaces.Dict):
-        out["children"] = {k: _space_rng(s) for k, s in space.spaces.items()}
+        out["children"] = {k: space_rng(s) for k, s in space.spaces.items()}
     elif isinstance(space, gym.spaces.Tuple):
-        out["children"] = [_space_rng(s) for s in space.spaces]
+        out["children"] = [space_rng(s) for s in space.spaces]
     return out
 
 
-def _set_space_rng(space: Any, state: Any) -> None:
+def restore_space_rng(space: Any, state: Any) -> None:
     if state["rng"] is not None:
-        _set_generator(space, "_np_random", state["rng"])
+        restore_generator(space, "_np_random", state["rng"])
     children = state.get("children")
     if isinstance(children, dict):
         for k, s in children.items():
-            _set_space_rng(space.spaces[k], s)
+            restore_space_rng(space.spaces[k], s)
     elif isinstance(children, list):
         for sub, s in zip(space.spaces, children, strict=True):
-            _set_space_rng(sub, s)
+            restore_space_rng(sub, s)
 
 
-def _set_generator(obj: Any, name: str, encoded: Any) -> None:
+def restore_generator(obj: Any, name: str, encoded: Any) -> None:
     """Restore a numpy generator attribute in place when there is one (objects that share it keep sharing)."""
     current = getattr(obj, name, None)
     if isinstance(current, np.random.Generator) and "__generator__" in encoded:
@@ -67,7 +67,7 @@ def object_state(obj: Any) -> dict[str, Any]:
         if key in _SKIP_ATTRS:
             continue
         if isinstance(value, gym.Space):
-            spaces[key] = _space_rng(value)
+            spaces[key] = space_rng(value)
             continue
         try:
             attrs[key] = encode(value)
@@ -79,13 +79,13 @@ def object_state(obj: Any) -> dict[str, Any]:
 def set_object_state(obj: Any, state: dict[str, Any]) -> None:
     for key, encoded in state["attrs"].items():
         if isinstance(encoded, dict) and "__generator__" in encoded:
-            _set_generator(obj, key, encoded)
+            restore_generator(obj, key, encoded)
         else:
             setattr(obj, key, decode(encoded))
     for key, space_state in state["spaces"].items():
         space = getattr(obj, key, None)
         if space is not None:
-            _set_space_rng(space, space_state)
+            restore_space_rng(space, space_state)
 
 
 def env_state(env: Any) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ are kept for them. Episodes (per agent: its return and length) and agent steps a
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,11 +34,13 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.errors import RlrunError
+from rlrun.envs.pettingzoo_state import pettingzoo_env_state, set_pettingzoo_env_state
+from rlrun.errors import CheckpointError, RlrunError
 from rlrun.execution.rollout_worker import acting_seed
 from rlrun.execution.sample_batch import SampleBatch, map_nest, stack_nests
 from rlrun.execution.worker_set import from_wire, set_policy_weights, to_wire
 from rlrun.ops.action_mask import action_mask_of
+from rlrun.plain_data import decode, encode
 
 MAX_IDLE_STEPS = 100_000
 """Env steps a requested column may go without a step of its own before sampling gives up (an agent that never
@@ -308,6 +311,45 @@ class MultiAgentSampler:
         n, self.env_steps = self.env_steps, 0
         return n
 
+    def get_state(self) -> dict[str, Any]:
+        """Everything sampling goes on from, as plain data (checkpoint state): the env copies
+        (rlrun/envs/pettingzoo_state.py), the queued and open steps, the observations each agent acts on next,
+        the running episode returns and lengths, the episodes and steps not yet handed out, the acting random
+        stream and the random policies' streams. Restored into a sampler built the same way, sampling goes on
+        exactly as if never stopped."""
+        def key(k: tuple[int, str]) -> str:
+            return f"{k[0]}|{k[1]}"
+
+        return {"envs": [pettingzoo_env_state(env) for env in self.envs],
+                "queues": {key(k): [encode(dataclasses.asdict(s)) for s in q] for k, q in self.queues.items()},
+                "open": {key(k): encode(dataclasses.asdict(s)) for k, s in self.open.items()},
+                "pending": {key(k): encode(v) for k, v in self.pending.items()},
+                "returns": {key(k): float(v) for k, v in self.returns.items()},
+                "lengths": {key(k): int(v) for k, v in self.lengths.items()},
+                "episodes": [list(e) for e in self.episodes], "env_steps": self.env_steps,
+                "rng_state": self.rng_state.clone(), "random": encode(self.random_states())}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        def key(k: str) -> tuple[int, str]:
+            c, _, agent = k.partition("|")
+            return int(c), agent
+
+        if len(state["envs"]) != len(self.envs):
+            raise CheckpointError(f"the checkpoint holds {len(state['envs'])} env copies but the run has "
+                                  f"{len(self.envs)}")
+        for env, env_state in zip(self.envs, state["envs"], strict=True):
+            set_pettingzoo_env_state(env, env_state)
+        for k in self.queues:
+            self.queues[k] = deque(_Step(**decode(s)) for s in state["queues"].get(f"{k[0]}|{k[1]}", []))
+        self.open = {key(k): _Step(**decode(s)) for k, s in state["open"].items()}
+        self.pending = {key(k): decode(v) for k, v in state["pending"].items()}
+        self.returns = {key(k): float(v) for k, v in state["returns"].items()}
+        self.lengths = {key(k): int(v) for k, v in state["lengths"].items()}
+        self.episodes = [(str(p), float(r), int(n), str(a)) for p, r, n, a in state["episodes"]]
+        self.env_steps = int(state["env_steps"])
+        self.rng_state = state["rng_state"].clone()
+        self.set_random_states(decode(state["random"]))
+
     def random_states(self) -> dict[str, Any]:
         """The random streams of the ``random`` policies (checkpoint state)."""
         return {pid: p.rng.bit_generator.state for pid, p in self.policies.items() if isinstance(p, RandomPolicy)}
@@ -394,6 +436,12 @@ class RemoteSampler:
 
     def random_states(self) -> dict[str, Any]:
         return self._call("random_states")
+
+    def get_state(self) -> dict[str, Any]:
+        return self._call("get_state")
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._call("set_state", state)
 
     def set_random_states(self, states: dict[str, Any]) -> None:
         self._call("set_random_states", states)

@@ -218,6 +218,31 @@ def test_periodic_evaluation_plays_every_policy_and_keeps_the_best_checkpoint(tm
     assert len(events.Scalars("eval/policy/a/return_mean")) == 3  # at 1000, 2000 and 3000 env steps
 
 
+def test_stop_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    """DQN beside PPO on simple_adversary (2 env copies): train N, stop, resume=<run dir> to 2N gives bitwise the
+    state of a run of 2N never stopped: every policy's plan, the sampler (env copies mid-episode, queued steps,
+    acting random stream), the loop and the random generators."""
+    from rlrun import checkpoint as ckpt
+
+    n = 1500
+    # PPO's schedules off: annealed over the run's budget, they differ between a run of 2N and one of N resumed
+    args = [*ADVERSARY[:-1], "executor.num_envs=2", "logger=none", "algo.policies={adv:{algo:dqn,learning_starts:200},"
+            "good:{algo:ppo,anneal_lr:false,anneal_clip:false}}"]
+    args = [a for a in args if a != "executor.num_envs=8"]
+    run(tmp_path / "reference", [*args, f"stop.env_steps={2 * n}"])
+    first = run_experiment(compose([*args, f"stop.env_steps={n}"]), tmp_path / "stopped")
+    assert n <= first["env_steps"] < 2 * n
+    overrides = [f"resume={tmp_path / 'stopped'}", f"stop.env_steps={2 * n}"]
+    run_experiment(compose(overrides), tmp_path / "unused", overrides=overrides)
+    a = ckpt.load_checkpoint(ckpt.checkpoint_path(tmp_path / "reference" / "run"))
+    b = ckpt.load_checkpoint(ckpt.checkpoint_path(tmp_path / "stopped"))
+    assert a["algo"]["policies"]["adv"]["gradient_steps"] > 100  # the comparison covers learning
+    assert_same(a["algo"], b["algo"], "algo")
+    assert_same({k: v for k, v in a["loop"].items() if k != "wall_time_s"},
+                {k: v for k, v in b["loop"].items() if k != "wall_time_s"}, "loop")
+    assert_same(a["rng"], b["rng"], "rng")
+
+
 @pytest.mark.parametrize("args, needle", [
     (["env=pettingzoo", "env.id=mpe2.simple_sprad_v3"], "env.id=mpe2.simple_sprad_v3: no such PettingZoo env "
                                                          "module. Close matches: mpe2.simple_spread_v3"),
