@@ -176,3 +176,26 @@ def test_turn_based_game_completes_each_step_at_the_agents_next_turn_with_the_re
     np.testing.assert_array_equal(o.terminated[:, 0], [False, False, True])
     assert s.take_env_steps() == 7  # the game's 7 moves: the end completed both players' last steps at once
     assert rounded(s.take_episodes(), "x") == [(1.0, 4)]
+
+
+def test_agents_that_die_mid_episode_end_their_own_columns() -> None:
+    """Knights-archers-zombies (PettingZoo butterfly): knights and archers killed by zombies leave the env before
+    its episode ends; their columns end with a termination and wait for the next episode, the others go on."""
+    from rlrun.config import PettingZooEnvConfig
+    from rlrun.envs.pettingzoo_env import PettingZooEnvFactory
+
+    factory = PettingZooEnvFactory(PettingZooEnvConfig(id="pettingzoo.butterfly.knights_archers_zombies_v11",
+                                                       kwargs={"max_cycles": 150}))
+    agents = list(factory.spec.agents)
+    space = factory.spec.observation_spaces[agents[0]]
+    s = MultiAgentSampler(factory, 2, 0, {"p": RandomPolicy(factory.spec.action_spaces[agents[0]], 1)},
+                          dict.fromkeys(agents, "p"), {"p": space}, {"p"})
+    batches = [s.sample("p", 50) for _ in range(8)]
+    episodes = s.take_episodes()
+    lengths = {n for _, _, n, _ in episodes}
+    assert min(lengths) < 150 and 150 in lengths  # some agents died before the time limit, some lived to it
+    died = [n for _, _, n, _ in episodes if n < 150]
+    assert sum(int(b.terminated.sum()) for b in batches) >= len(died)  # each death ends its column's episode
+    for b in batches:
+        assert b.obs.shape == (51, 2 * len(agents), *space.shape)
+        assert len(b.final_index()) == int(b.done.sum()) == len(b.final_obs)
