@@ -369,6 +369,7 @@ def build_rows(suite: str, out: Path, refs: list[dict[str, Any]], gpu: bool) -> 
             row: dict[str, Any] = {
                 "algo": group.algo, "env": env, "group": group.name, "settings": group.note,
                 "budget_env_steps": group.env_steps, "seeds_planned": list(group.seeds),
+                "wall_time_budget_s": group.wall_time_s,
                 "seeds": [int(r["seed"]) for r in mine], "finals": finals,
                 "env_steps": [int(r["env_steps"]) for r in mine], "mean": mean, "std": std,
                 "wall_time_s_mean": _mean_std([float(r["wall_time_s"]) for r in mine])[0],
@@ -394,7 +395,11 @@ def build_rows(suite: str, out: Path, refs: list[dict[str, Any]], gpu: bool) -> 
                 entry = {k: ref.get(k) for k in ("id", "mean", "std", "seeds", "budget_env_steps", "env_version",
                                                  "measure", "source", "url", "kind")}
                 entry["same_budget"] = int(ref["budget_env_steps"]) == group.env_steps
-                if mean is not None and ref["mean"]:
+                reached = min(row["env_steps"]) if row["env_steps"] else 0
+                # A run stopped by its wall time short of the reference's budget: the reference is shown for
+                # scale, not compared (a ratio between different budgets would not be like with like).
+                entry["for_scale"] = bool(group.wall_time_s and reached and int(ref["budget_env_steps"]) > reached)
+                if mean is not None and ref["mean"] and not entry["for_scale"]:
                     entry["ratio"] = mean / ref["mean"] if ref["mean"] > 0 else ref["mean"] / mean
                     judged = entry["same_budget"] and ref["kind"] == "band" and row["status"] == "done"
                     entry["in_band"] = in_band(mean, ref) if judged else None
@@ -403,6 +408,14 @@ def build_rows(suite: str, out: Path, refs: list[dict[str, Any]], gpu: bool) -> 
             row["curves"] = [r["curve"] for r in mine if r.get("curve")]
             rows.append(row)
     return rows
+
+
+def budget_cell(row: dict[str, Any]) -> str:
+    """The budget column: the env steps of the group's budget, or for a run stopped by its wall time the steps it
+    reached (the least over seeds) in that time."""
+    if row.get("wall_time_budget_s") and row["env_steps"]:
+        return f"{min(row['env_steps']):,} reached in {row['wall_time_budget_s'] / 60:g} min"
+    return f"{row['budget_env_steps']:,}"
 
 
 def _fmt(x: float | None, digits: int = 1) -> str:
@@ -429,12 +442,13 @@ def markdown(suite: str, rows: list[dict[str, Any]], hardware: dict[str, Any]) -
                 spread = f" ± {_fmt(ref['std'])}" if ref.get("std") is not None else ""
                 kind = KIND_LABELS[ref["kind"]]
                 budget = "" if ref["same_budget"] else f" at {ref['budget_env_steps']:,} steps"
-                ref_s = (f"[{_fmt(ref['mean'])}{spread}]({ref['url']}) {ref['env_version']}{budget}{kind}")
+                scale = " (for scale: a budget this run did not reach)" if ref.get("for_scale") else ""
+                ref_s = (f"[{_fmt(ref['mean'])}{spread}]({ref['url']}) {ref['env_version']}{budget}{kind}{scale}")
                 ratio = _fmt(ref.get("ratio"), 2)
                 band = {"in": "yes", "above": "**above**", "below": "**below**", None: "—"}[ref.get("band")]
             wall = "—" if r["wall_time_s_mean"] is None else f"{r['wall_time_s_mean'] / 60:.1f} min"
             lines.append(f"| {r['group'] if i == 0 else ''} | {r['env'] if i == 0 else ''} | "
-                         f"{r['budget_env_steps']:,} | {ours if i == 0 else ''} | {len(r['seeds']) if i == 0 else ''} "
+                         f"{budget_cell(r)} | {ours if i == 0 else ''} | {len(r['seeds']) if i == 0 else ''} "
                          f"| {ref_s} | {ratio} | {band} | {wall if i == 0 else ''} | "
                          f"{_fmt(r['env_steps_per_s_mean'], 0) if i == 0 else ''} | {r['status'] if i == 0 else ''} |")
     lines += ["", "Sources: `benchmarks/reproduce_data/references.yaml`. Settings per row: "
@@ -513,11 +527,13 @@ def readme_block(suite: str, rows: list[dict[str, Any]], curves: str = CURVES) -
             if ref["kind"] == "curve":
                 ref_s = f"[{_fmt(ref['mean'])}]({ref['url']}) ({ref['env_version']}, their curve at this step)"
             else:
-                ref_s = f"[{_fmt(ref['mean'])} ± {_fmt(ref['std'])}]({ref['url']}) ({ref['env_version']}{budget})"
+                scale = f", {ref['budget_env_steps']:,} steps: for scale" if ref.get("for_scale") else ""
+                ref_s = (f"[{_fmt(ref['mean'])} ± {_fmt(ref['std'])}]({ref['url']}) "
+                         f"({ref['env_version']}{budget}{scale})")
             ratio = _fmt(ref.get("ratio"), 2)
             band = {"in": "in", "above": "above", "below": "**below**", None: "—"}[ref.get("band")]
         wall = "—" if r["wall_time_s_mean"] is None else f"{r['wall_time_s_mean'] / 60:.0f} min"
-        lines.append(f"| {r['group']} | {r['env']} | {r['budget_env_steps']:,} | {ours} | {ref_s} | {ratio} | {band} "
+        lines.append(f"| {r['group']} | {r['env']} | {budget_cell(r)} | {ours} | {ref_s} | {ratio} | {band} "
                      f"| {wall} |")
     pngs = sorted({f"[{r['env']}]({curves}{suite}-{r['env']}.png)" for r in rows if r["curves"]})
     if pngs:
