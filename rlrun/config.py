@@ -187,6 +187,10 @@ class RayExecutorConfig(Declared):
     worker_niceness: int = key(0, "[-20, 19]")
     """Unix nice value of the Ray worker processes of a local cluster this executor starts (Ray's own default, 15,
     puts the rollout workers below every other process of the machine); ignored with an address."""
+    placement: str = key("pack", choices=("pack", "spread"))
+    """Where Ray puts the worker and replay-shard actors on a cluster of several nodes: pack (on the driver's node
+    while it has room, where rollouts skip the object store; then elsewhere) | spread (round-robin over the nodes:
+    Ray's SPREAD strategy)."""
     worker_device: str = "cpu"
     """Device the workers act on (the learner's is device.name)."""
     worker_torch_threads: int = key(1, "[1, inf)")

@@ -50,8 +50,8 @@ class RayWorkerSet:
         self.space = executor.env_factory.spec.observation_space
         self.num_workers = int(cfg.num_workers)
         self.envs_per_worker = int(cfg.num_envs_per_worker)
-        self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_worker), max_restarts=0,
-                                       max_concurrency=1)(RemoteRolloutWorker)
+        self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_worker), max_restarts=0, max_concurrency=1,
+                                       scheduling_strategy=scheduling_strategy(cfg))(RemoteRolloutWorker)
         self._factory_ref = ray.put(policy_factory if policy_factory is not None else PolicyCopy(policy))
         self._env_factory_ref = ray.put(executor.env_factory)
         self._weights: list[Any] = [None] * self.num_workers  # the last weights given to each worker
@@ -365,3 +365,13 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
+def scheduling_strategy(cfg: Any) -> Any:
+    """Ray's scheduling strategy for the executor's actors from ``executor.placement``: pack (on the driver's node
+    while it has room, where rollouts take the shared-memory path; elsewhere when it has none: a soft node
+    affinity) or ``SPREAD`` (round-robin over the nodes)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if str(cfg.get("placement", "pack")) == "spread":
+        return "SPREAD"
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)

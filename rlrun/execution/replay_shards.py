@@ -52,6 +52,7 @@ import numpy as np
 import torch
 
 from rlrun.errors import CheckpointError, ConfigError, RlrunError, one_line
+from rlrun.execution.ray_worker_set import scheduling_strategy
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import from_wire, to_wire
 
@@ -262,8 +263,8 @@ class RayReplayShardSet:
         self.num_shards = int(num_shards)
         self.max_in_flight = int(cfg.replay_max_in_flight)
         self.max_pending_ops = int(cfg.replay_max_pending_ops)
-        self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_replay_shard), max_restarts=0,
-                                       max_concurrency=1)(ReplayShard)
+        self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_replay_shard), max_restarts=0, max_concurrency=1,
+                                       scheduling_strategy=scheduling_strategy(cfg))(ReplayShard)
         self._factory_ref = ray.put(factory)
         self._generation = [0] * self.num_shards
         self._sizes = [0] * self.num_shards  # records held, as last reported by each shard
