@@ -31,14 +31,10 @@ import numpy as np
 import torch
 
 from benchmarks.common import load_average, publish
+from benchmarks.sampling_limit import serial_limit
 
 SETTINGS = (("mpe2.simple_spread_v3", 1), ("mpe2.simple_spread_v3", 8))
 ROLLOUT_STEPS = 32  # PPO's default algo.rollout_steps
-
-
-def serial_limit(env_rate: float, policy_rate: float) -> float:
-    """``1 / (1/env_rate + 1/policy_rate)``: env and policy one after the other on the same cores."""
-    return 1.0 / (1.0 / env_rate + 1.0 / policy_rate)
 
 
 def _timed(step: Any, seconds: float) -> float:

@@ -19,6 +19,7 @@ from rlrun.algos.apex_config import ApexConfig
 from rlrun.algos.appo_config import APPOConfig
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.algos.impala_config import IMPALAConfig
+from rlrun.algos.multiagent_config import MultiAgentConfig
 from rlrun.algos.ppo_config import PPOConfig
 from rlrun.algos.sac_config import SACConfig
 from rlrun.algos.trpo_config import TRPOConfig
@@ -38,6 +39,7 @@ SCHEMAS: list[tuple[type, list[str], str]] = [
     (C.ConsoleConfig, [], "logger.console"), (C.LoggerConfig, [], "logger"), (C.StopConfig, [], "stop"),
     (C.CheckpointConfig, [], "checkpoint"), (C.EvalConfig, [], "eval"), (C.ExportConfig, [], "export"),
     (C.SweepConfig, [], "sweep"), (C.RunConfig, [], ""),
+    (MultiAgentConfig, ["env=pettingzoo"], "algo"), (C.PettingZooEnvConfig, ["env=pettingzoo"], "env"),
 ]
 
 

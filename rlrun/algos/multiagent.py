@@ -208,7 +208,7 @@ class MultiAgent(Algorithm):
             if algo in UNSUPPORTED:
                 raise ConfigError(f"{where}: algo={algo} cannot be a multi-agent policy ({UNSUPPORTED[algo]}).")
             share = len(agents) / len(spec.agents)
-            pcfg = policy_config(algo, keys, None if total_steps is None else int(total_steps * share))
+            pcfg = policy_config(algo, keys, None if total_steps is None else max(1, int(total_steps * share)))
             self.executors[pid] = PolicyExecutor(self, pid, self.timer)
             try:
                 plan = registry.get("algo", algo)(pcfg, pspec, self.executors[pid], device, pseed)
