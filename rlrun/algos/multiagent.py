@@ -128,7 +128,7 @@ class PolicyWorkerSet:
         return [os.getpid()]
 
     def stop(self) -> None:
-        pass  # the multi-agent plan closes the sampler
+        """Nothing of its own to stop: the sampler it draws from is the multi-agent plan's, closed by its stop()."""
 
 
 class PolicyExecutor:
@@ -226,12 +226,12 @@ class MultiAgent(Algorithm):
         self.acting = acting
         self.spaces = spaces = {pid: s.observation_space for pid, s in self.policy_specs.items()}
         num_envs = executor.num_envs_per_worker
-        if getattr(executor, "env_factory", None) is None:
-            pass  # restored for eval / export (rlrun.export.restore): no env copies
-        elif self.remote:
+        # No env factory: restored for eval / export (rlrun.export.restore), so no env copies and no sampler
+        # (evaluate() builds its own); otherwise the sampler where the executor runs its workers.
+        if getattr(executor, "env_factory", None) is not None and self.remote:
             self.sampler = RemoteSampler(executor.cfg, executor.env_factory, num_envs, seed, factories,
                                          self.agent_policy, spaces, set(self.plans))
-        else:
+        elif getattr(executor, "env_factory", None) is not None:
             self.sampler = LocalSampler(executor.env_factory, num_envs, seed, acting, self.agent_policy, spaces,
                                         set(self.plans))
         self.returns = {pid: deque(maxlen=RETURN_WINDOW) for pid in self.policy_specs}
