@@ -199,6 +199,10 @@ class RayExecutorConfig(Declared):
     """Async sampling: sample requests pending per worker at most (bounds the object store's rollouts)."""
     max_worker_restarts: int = key(10, "[0, inf)")
     """A dead worker is replaced by a new one this many times per run at most; one more death ends the run."""
+    restart_timeout_s: float = key(120.0, "(0, inf)")
+    """How long a replacement worker or replay shard may wait for a node with room (its own died with its node, the
+    others are full) before the run stops with an error, a final checkpoint and stop_reason: error. An autoscaler
+    adding a node needs minutes."""
     sync_weights_on_sample: bool = True
     """A synchronous sample() first sends the learner's weights to the workers unless the plan synced since the
     previous sample (so a plan written for executor=local acts with current weights)."""

@@ -19,6 +19,11 @@ class CheckpointError(RlrunError):
     exit_code = 2
 
 
+class PlacementError(RlrunError):
+    """A Ray actor that died (with its node) could not be started again: no node of the cluster had room for it
+    in time (``executor.restart_timeout_s``). The run stops with a final checkpoint of the learner."""
+
+
 def one_line(e: BaseException, limit: int = 200) -> str:
     """``e``'s message on one line (whitespace runs, newlines included, become one space), cut to ``limit``
     characters with ``...``; the exception's type name when it has no message: how rlrun quotes an error from a

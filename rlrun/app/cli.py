@@ -131,7 +131,7 @@ class ValidateConfig:
     Hydra turns an Exception raised by a callback into a warning, so a bad config ends here with SystemExit.
     """
 
-    def on_run_start(self, config, **kwargs):  # type: ignore[no-untyped-def]
+    def on_run_start(self, config, connect: bool = True, **kwargs):  # type: ignore[no-untyped-def]
         from omegaconf import OmegaConf, open_dict
 
         from rlrun.config import validate
@@ -142,10 +142,15 @@ class ValidateConfig:
             with open_dict(cfg):
                 validate(cfg)
             if cfg.executor.name == "ray":
-                # lazily: it imports ray; an unreachable cluster is bad input, said before the run directory exists
-                from rlrun.execution.ray_executor import check_reachable
+                # lazily: it imports ray. An unreachable cluster, one of other Ray/Python versions, or one without
+                # the CPUs asked for is bad input, said before the run directory exists: a run joining a cluster
+                # connects here (the executor keeps the connection); a sweep's jobs connect each on their own.
+                from rlrun.execution import ray_executor
 
-                check_reachable(cfg.executor)
+                ray_executor.check_reachable(cfg.executor)
+                if connect and (cfg.executor.address or os.environ.get("RAY_ADDRESS")):
+                    ray_executor.connect(cfg.executor)
+                    ray_executor.check_capacity(cfg.executor)
         except RlrunError as e:
             if tracebacks_requested():
                 raise SystemExit(e.exit_code) from e
@@ -154,7 +159,7 @@ class ValidateConfig:
     def on_multirun_start(self, config, **kwargs):  # type: ignore[no-untyped-def]
         from rlrun.app.sweep import with_swept_values
 
-        self.on_run_start(with_swept_values(config))
+        self.on_run_start(with_swept_values(config), connect=False)
 
     def __getattr__(self, name: str):  # the other Callback hooks: nothing to do
         if name.startswith("on_"):

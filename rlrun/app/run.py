@@ -51,7 +51,7 @@ from rlrun.algos.multiagent import build_plan
 from rlrun.app.periodic_eval import PeriodicEvaluator
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
-from rlrun.errors import RlrunError
+from rlrun.errors import PlacementError, RlrunError, one_line
 from rlrun.export import export_policy
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.registry import registry
@@ -320,14 +320,20 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
         state["eval"] = evaluator.state_dict() if evaluator is not None else None
         return state
 
-    def write_checkpoint() -> None:
+    def state_after_loss() -> dict[str, Any]:
+        state = _checkpoint_state(cfg, algo, None, loop, logger, include_replay=False)
+        state["eval"] = evaluator.state_dict() if evaluator is not None else None
+        state["workers_lost"] = True
+        return state
+
+    def write_checkpoint(state: dict[str, Any] | None = None) -> None:
         nonlocal last_good
         bad = ckpt.non_finite_parameters(algo)
         if bad:
             raise NonFiniteError(f"non-finite parameters ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}) "
                                  f"after iteration {loop.iterations} (env step {loop.env_steps}); "
                                  f"{_kept(checkpoint_path, last_good)}")
-        ckpt.save_checkpoint(checkpoint_path, state_now())
+        ckpt.save_checkpoint(checkpoint_path, state_now() if state is None else state)
         ckpt.keep_history(checkpoint_path, loop.env_steps, int(cfg.checkpoint.keep_last))
         last_good = loop.env_steps
         schedule.written(loop.env_steps)
@@ -391,6 +397,9 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
         except KeyboardInterrupt:
             # A second signal: the state may be mid-iteration, so the last checkpoint written stays as it is.
             stop_reason, status = "interrupted", "KILLED"
+        except PlacementError as e:  # the cluster lost a node and has no room left: keep what the learner has
+            stop_reason, status, error = "error", "FAILED", e
+            error = PlacementError(f"{e} {_checkpoint_after_loss(write_checkpoint, state_after_loss, loop)}")
         except BaseException as e:  # noqa: BLE001 - recorded in summary.json and the loggers, then raised
             stop_reason, status, error = "error", "FAILED", e
     wall = loop.wall_time_s
@@ -489,7 +498,7 @@ def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, 
     return {
         "algo": ckpt.algo_state(algo, include_replay),
         "replay_included": include_replay,
-        "executor": executor.state_dict() if hasattr(executor, "state_dict") else None,
+        "executor": executor.state_dict() if hasattr(executor, "state_dict") else None,  # None: not saved
         "loop": loop.state_dict(),
         "rng": plain_data.rng_state(),
         "config": OmegaConf.to_container(cfg, resolve=True),
@@ -497,18 +506,29 @@ def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, 
     }
 
 
+def _checkpoint_after_loss(write: Any, state: Any, loop: RunLoop) -> str:
+    """After the cluster lost workers it has no room to replace: a final checkpoint of the learner (no worker
+    state: their env copies are gone; no replay: a shard may be gone too), and the sentence that says so."""
+    try:
+        write(state())
+    except Exception as e:  # noqa: BLE001 - the error that stopped the run is the one to report
+        return f"A final checkpoint could not be written ({one_line(e)})."
+    return (f"The learner's state at env step {loop.env_steps} is saved (without the workers' env copies or the "
+            f"replay memory): continue with rlrun resume=<this run's directory> once the cluster has room.")
+
+
 def _restore(state: dict[str, Any], algo: Any, executor: Any, loop: RunLoop) -> None:
     """Put a checkpoint's state into freshly built objects (the global RNGs are set by the caller, last)."""
     ckpt.load_algo_state(algo, state["algo"], bool(state.get("replay_included", True)))
-    exact = True
+    exact = not state.get("workers_lost", False)
     if state.get("executor") is not None and hasattr(executor, "load_state_dict"):
         exact = executor.load_state_dict(state["executor"]) is not False
     loop.load_state_dict(state["loop"])
     if not exact:
         log.warning("resume: the checkpoint does not hold the full state of the rollout workers (env copies in "
-                    "subprocesses or threads with executor.vector_mode=async|pipelined, or a checkpoint from an older "
-                    "rlrun); they start "
-                    "from fresh resets, so this resume is not exact.")
+                    "subprocesses or threads with executor.vector_mode=async|pipelined, a checkpoint written after the "
+                    "cluster lost workers, or one from an older rlrun); they start from fresh resets, so this resume "
+                    "is not exact.")
     if not state.get("replay_included", True):
         log.warning("resume: the checkpoint has no replay memory (checkpoint.replay=false); it starts empty.")
     log.info("resumed at env step %d (iteration %d)", loop.env_steps, loop.iterations)

@@ -74,44 +74,18 @@ class RayExecutor:
         self.cfg, self.env_factory, self.seed = cfg, env_factory, seed
         self.timer = StageTimer()
         self.restarts = 0
+        self.lost_env_steps = 0  # env steps of rollouts lost with a dead worker (rlrun/execution/ray_worker_set.py)
         self.replay_restarts = 0  # replay shard actors replaced (rlrun/execution/replay_shards.py)
         self._worker_sets: list[RayWorkerSet] = []
         self._replay_shard_sets: list[Any] = []
-        self._started_ray = False
-        import ray
-
         start = time.perf_counter()
-        if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
-                                      "log_to_driver": True}
-            address = cfg.address or os.environ.get("RAY_ADDRESS")  # ray.init() itself would connect there
-            if address:
-                kwargs["address"] = str(address)
-            else:
-                # A new cluster of our own, always: ray.init() without an address would join a cluster `ray start`
-                # left on this machine (its /tmp/ray/ray_current_cluster, even a dead one's) and then refuse
-                # num_cpus. Joining one is the user's choice: executor.address=auto.
-                kwargs["address"] = "local"
-                kwargs["num_cpus"] = int(cfg.num_cpus) if cfg.num_cpus is not None else os.cpu_count()
-                if cfg.object_store_memory is not None:
-                    kwargs["object_store_memory"] = int(cfg.object_store_memory)
-                kwargs["_system_config"] = {"worker_niceness": int(cfg.worker_niceness)}
-                if cfg.get("preload_modules"):  # imported by the workers Ray starts ahead, while the driver works
-                    kwargs["_system_config"]["preload_python_modules"] = [str(m) for m in cfg.preload_modules]
-            try:
-                ray.init(**kwargs)
-            except Exception as e:  # noqa: BLE001 - e.g. no cluster at executor.address
-                raise RlrunError(f"executor=ray: cannot start or reach a Ray cluster "
-                                 f"(address={address or 'a new local cluster'}): {one_line(e)}") from None
-            self._started_ray = not address
+        self._started_ray = connect(cfg)
         self.init_seconds = time.perf_counter() - start
-        cpus = ray.cluster_resources().get("CPU", 0.0)
-        need = int(cfg.num_workers) * float(cfg.cpus_per_worker)
-        if need > cpus:
+        try:
+            check_capacity(cfg)
+        except ConfigError:
             self.stop()
-            raise ConfigError(f"executor.num_workers={cfg.num_workers} x executor.cpus_per_worker="
-                              f"{cfg.cpus_per_worker} needs {need:g} CPUs but the Ray cluster has {cpus:g}: the "
-                              f"workers would wait forever. Lower them, or raise executor.num_cpus.")
+            raise
 
     @property
     def num_workers(self) -> int:
@@ -155,7 +129,8 @@ class RayExecutor:
     def metrics(self) -> dict[str, float]:
         """``time/<stage>_s`` since the last call, and ``executor/worker_restarts`` (since the run started); with
         replay shards also ``executor/replay_shard_restarts``."""
-        out = {**self.timer.report(), "executor/worker_restarts": self.restarts}
+        out = {**self.timer.report(), "executor/worker_restarts": self.restarts,
+               "executor/lost_env_steps": self.lost_env_steps}
         if self._replay_shard_sets:
             out["executor/replay_shard_restarts"] = self.replay_restarts
         return out
@@ -196,6 +171,69 @@ def _validate(cfg: Any) -> None:
     if cfg.address and cfg.num_cpus is not None:
         log.warning("executor.num_cpus=%s is ignored: executor.address=%s names an existing cluster",
                     cfg.num_cpus, cfg.address)
+
+
+def connect(cfg: Any) -> bool:
+    """Start or join the Ray cluster ``cfg`` names (see the module docstring) unless Ray is running in this process
+    already; True when this call started a new local cluster (the executor shuts down only that). A cluster whose
+    Ray or Python differs from this process's is bad input (ConfigError naming both); any other failure to start
+    or reach one is an RlrunError."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING, "log_to_driver": True}
+    address = cfg.address or os.environ.get("RAY_ADDRESS")  # ray.init() itself would connect there
+    if address:
+        kwargs["address"] = str(address)
+    else:
+        # A new cluster of our own, always: ray.init() without an address would join a cluster `ray start` left on
+        # this machine (its /tmp/ray/ray_current_cluster, even a dead one's) and then refuse num_cpus. Joining one
+        # is the user's choice: executor.address=auto.
+        kwargs["address"] = "local"
+        kwargs["num_cpus"] = int(cfg.num_cpus) if cfg.num_cpus is not None else os.cpu_count()
+        if cfg.object_store_memory is not None:
+            kwargs["object_store_memory"] = int(cfg.object_store_memory)
+        kwargs["_system_config"] = {"worker_niceness": int(cfg.worker_niceness)}
+        if cfg.get("preload_modules"):  # imported by the workers Ray starts ahead, while the driver works
+            kwargs["_system_config"]["preload_python_modules"] = [str(m) for m in cfg.preload_modules]
+    try:
+        ray.init(**kwargs)
+    except Exception as e:  # noqa: BLE001 - e.g. no cluster at executor.address
+        mismatch = version_mismatch(str(e))
+        if mismatch:
+            raise ConfigError(f"executor.address={address}: {mismatch}") from None
+        raise RlrunError(f"executor=ray: cannot start or reach a Ray cluster "
+                         f"(address={address or 'a new local cluster'}): {one_line(e)}") from None
+    return not address
+
+
+def version_mismatch(message: str) -> str | None:
+    """The one-line form of Ray's "Version mismatch" error (a driver must run the cluster's Ray and Python
+    versions), or None for any other message."""
+    import re
+
+    if "Version mismatch" not in message:
+        return None
+    found = re.findall(r"Ray: (\S+)\s+Python: (\S+)", message)
+    if len(found) != 2:
+        return f"the cluster runs other Ray or Python versions than this process ({one_line(Exception(message))})."
+    (cluster_ray, cluster_py), (own_ray, own_py) = found
+    return (f"the cluster runs Ray {cluster_ray} on Python {cluster_py} but this process has Ray {own_ray} on "
+            f"Python {own_py}; a driver must match both: install ray=={cluster_ray} in a Python {cluster_py} "
+            f"environment here (or run rlrun on the cluster's head node).")
+
+
+def check_capacity(cfg: Any) -> None:
+    """The connected cluster has the CPUs the workers ask for, or a ConfigError: they would wait forever."""
+    import ray
+
+    cpus = ray.cluster_resources().get("CPU", 0.0)
+    need = int(cfg.num_workers) * float(cfg.cpus_per_worker)
+    if need > cpus:
+        raise ConfigError(f"executor.num_workers={cfg.num_workers} x executor.cpus_per_worker="
+                          f"{cfg.cpus_per_worker} needs {need:g} CPUs but the Ray cluster has {cpus:g}: the "
+                          f"workers would wait forever. Lower them, or raise executor.num_cpus.")
 
 
 PROBE_TIMEOUT_S = 5.0

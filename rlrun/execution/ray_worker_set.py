@@ -16,6 +16,7 @@ import torch
 from rlrun import spaces as sp
 from rlrun.errors import RlrunError, one_line
 from rlrun.execution.ray_actor import RemoteRolloutWorker, owned
+from rlrun.execution.ray_placement import await_placement, lost_errors, through_client, worker_strategy
 from rlrun.execution.rollout_worker import Policy
 from rlrun.execution.sample_batch import SampleBatch
 from rlrun.execution.shared_memory_transfer import MIN_SHARED_BYTES, SharedArrays, Slot, SlotPool, slot_bytes
@@ -51,7 +52,7 @@ class RayWorkerSet:
         self.num_workers = int(cfg.num_workers)
         self.envs_per_worker = int(cfg.num_envs_per_worker)
         self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_worker), max_restarts=0, max_concurrency=1,
-                                       scheduling_strategy=scheduling_strategy(cfg))(RemoteRolloutWorker)
+                                       scheduling_strategy=worker_strategy(cfg))(RemoteRolloutWorker)
         self._factory_ref = ray.put(policy_factory if policy_factory is not None else PolicyCopy(policy))
         self._env_factory_ref = ray.put(executor.env_factory)
         self._weights: list[Any] = [None] * self.num_workers  # the last weights given to each worker
@@ -65,10 +66,11 @@ class RayWorkerSet:
         # Shared-memory transfer of observations (rlrun/execution/shared_memory_transfer.py) for workers on this
         # process's node: per worker True/False, or the object ref of a new actor's node id not yet known.
         self._pool = SlotPool(int(cfg.max_in_flight_per_worker) + 1) \
-            if cfg.observation_transfer == "shared_memory" and shared_memory_available() else None
+            if cfg.observation_transfer == "shared_memory" and shared_memory_available() and not through_client() \
+            else None
         self._obs_leaf_bytes = [int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize
                                 for s in sp.flatten_space(self.space).values()]
-        self._on_this_node: list[Any] = [False] * self.num_workers
+        self._on_this_node: list[bool] = [False] * self.num_workers
         self._lent: dict[Any, Slot] = {}  # request -> the slot lent to it
         self.actors = [self._make_actor(w) for w in range(self.num_workers)]
         self._wait_ready()
@@ -90,22 +92,6 @@ class RayWorkerSet:
             here = ray.get_runtime_context().get_node_id()
             self._on_this_node = [node == here for node in nodes]
 
-    def _shared_memory_for(self, w: int) -> bool:
-        """Whether worker ``w`` shares this process's node (a replacement's answer is read once it is ready)."""
-        import ray
-
-        known = self._on_this_node[w]
-        if isinstance(known, bool):
-            return known
-        ready, _ = ray.wait([known], timeout=0)
-        if not ready:
-            return False
-        try:
-            self._on_this_node[w] = ray.get(ready[0]) == ray.get_runtime_context().get_node_id()
-        except Exception:  # noqa: BLE001 - it died again: the restart path deals with that
-            self._on_this_node[w] = False
-        return self._on_this_node[w]
-
     # ------------------------------------------------------------ workers
 
     @property
@@ -122,11 +108,15 @@ class RayWorkerSet:
                                         env_seed, seed, str(self.cfg.vector_mode), str(self.cfg.worker_device),
                                         int(self.cfg.worker_torch_threads))
 
-    def _restart(self, w: int, error: BaseException) -> None:
+    def _restart(self, w: int, error: BaseException, lost_requests: int = 0) -> None:
+        """Replace worker ``w`` (its process or its node died): a new actor where the placement finds room, the
+        rollouts it owed counted as lost (``executor/lost_env_steps``). Waits for the new actor to start; when no
+        node has room for it within ``executor.restart_timeout_s``: a PlacementError (the run stops)."""
         import ray
 
         ex = self.executor
         ex.restarts += 1
+        ex.lost_env_steps += int(lost_requests) * self._async_args[0] * self.envs_per_worker
         if ex.restarts > int(self.cfg.max_worker_restarts):
             raise RlrunError(f"rollout worker {w} died ({one_line(error)}) and the run has restarted workers "
                              f"{ex.restarts - 1} times already (executor.max_worker_restarts="
@@ -145,7 +135,9 @@ class RayWorkerSet:
         self.actors[w] = self._make_actor(w)
         if self._pool is not None:  # its slots are not reused (the dead process might still write)
             self._pool.drop_worker(w)
-            self._on_this_node[w] = self.actors[w].node_id.remote()
+        node = await_placement(self.actors[w].node_id.remote(), f"rollout worker {w} (lost: {one_line(error, 120)})",
+                               float(self.cfg.cpus_per_worker), float(self.cfg.restart_timeout_s))
+        self._on_this_node[w] = self._pool is not None and node == ray.get_runtime_context().get_node_id()
         self._unsent[w] = self._weights[w] is not None  # the new actor gets the last weights with its first request
 
     def _fetch(self, ref: Any) -> SampleBatch:
@@ -183,8 +175,7 @@ class RayWorkerSet:
     # ------------------------------------------------------------ the interface
 
     def sample(self, num_steps: int, explore: bool = True) -> list[SampleBatch]:
-        from ray.exceptions import RayActorError
-
+        lost = lost_errors()
         if self.cfg.sync_weights_on_sample and not self._synced:
             self.sync_weights()
         self._synced = False
@@ -196,8 +187,9 @@ class RayWorkerSet:
                 try:
                     batches[w] = self._fetch(ref)
                     del todo[w]
-                except RayActorError as e:
-                    self._restart(w, e)
+                except lost as e:
+                    self._async_args = (int(num_steps), bool(explore))
+                    self._restart(w, e, lost_requests=1)
                     todo[w] = self._request(w, num_steps, explore)
         return batches  # type: ignore[return-value]
 
@@ -223,14 +215,13 @@ class RayWorkerSet:
         if self._pool is None:
             return None
         nbytes = slot_bytes(self._obs_leaf_bytes, (int(num_steps) + 1) * self.envs_per_worker)  # obs [T + 1, B]
-        if nbytes < MIN_SHARED_BYTES or not self._shared_memory_for(w):
+        if nbytes < MIN_SHARED_BYTES or not self._on_this_node[w]:
             return None
         return self._pool.lend(w, nbytes)
 
     def sample_async(self, num_steps: int, explore: bool = True,
                      min_batches: int = 1) -> Iterator[tuple[SampleBatch, int]]:
-        from ray.exceptions import RayActorError
-
+        lost = lost_errors()
         self._async_args = (int(num_steps), bool(explore))
         for w in range(self.num_workers):
             self._top_up(w)
@@ -252,8 +243,8 @@ class RayWorkerSet:
             self._in_flight[w] -= 1
             try:
                 batch = self._fetch(ready[0])
-            except RayActorError as e:
-                self._restart(w, e)
+            except lost as e:
+                self._restart(w, e, lost_requests=self._in_flight[w] + 1)
                 self._top_up(w)
                 continue
             got += 1
@@ -265,8 +256,7 @@ class RayWorkerSet:
     def drain(self) -> list[tuple[SampleBatch, int]]:
         """Wait for every request in flight (``sample_async``) and return their rollouts without sending new
         ones: after it, no worker is busy."""
-        from ray.exceptions import RayActorError
-
+        lost = lost_errors()
         out = []
         while self._pending:
             ready = self._wait(list(self._pending), None)
@@ -277,8 +267,8 @@ class RayWorkerSet:
             self._in_flight[w] -= 1
             try:
                 out.append((self._fetch(ready[0]), w))
-            except RayActorError as e:
-                self._restart(w, e)
+            except lost as e:
+                self._restart(w, e, lost_requests=self._in_flight[w] + 1)
         return out
 
     def _top_up(self, w: int) -> None:
@@ -310,16 +300,16 @@ class RayWorkerSet:
     def _call_all(self, method: str, *args: Any) -> list[Any]:
         """``method`` of every worker (after the requests sent to it before); a dead worker is replaced first."""
         import ray
-        from ray.exceptions import RayActorError
 
+        lost = lost_errors()
         out = []
         for w in range(self.num_workers):
             while True:
                 try:
                     out.append(ray.get(getattr(self.actors[w], method).remote(*args)))
                     break
-                except RayActorError as e:
-                    self._restart(w, e)
+                except lost as e:
+                    self._restart(w, e, lost_requests=self._in_flight[w])
         return out
 
     def worker_pids(self) -> list[int]:
@@ -364,14 +354,3 @@ def _nbytes(value: Any) -> int:
         return sum(_nbytes(v) for v in value)
     return 0
 
-
-def scheduling_strategy(cfg: Any) -> Any:
-    """Ray's scheduling strategy for the executor's actors from ``executor.placement``: pack (on the driver's node
-    while it has room, where rollouts take the shared-memory path; elsewhere when it has none: a soft node
-    affinity) or ``SPREAD`` (round-robin over the nodes)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    if str(cfg.get("placement", "pack")) == "spread":
-        return "SPREAD"
-    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from rlrun.errors import CheckpointError, ConfigError, RlrunError, one_line
-from rlrun.execution.ray_worker_set import scheduling_strategy
+from rlrun.execution.ray_placement import await_placement, lost_errors, shard_strategy
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import from_wire, to_wire
 
@@ -104,6 +104,12 @@ class ReplayShard:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def node_id(self) -> str:
+        """The Ray node this shard runs on (as an actor; its placement: ``rlrun/execution/ray_placement.py``)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
     def add(self, payload: dict[str, Any]) -> int:
         """Insert ``payload["records"]`` with ``payload["priorities"]`` as initial |TD| (None: the max so far);
@@ -263,8 +269,8 @@ class RayReplayShardSet:
         self.num_shards = int(num_shards)
         self.max_in_flight = int(cfg.replay_max_in_flight)
         self.max_pending_ops = int(cfg.replay_max_pending_ops)
-        self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_replay_shard), max_restarts=0, max_concurrency=1,
-                                       scheduling_strategy=scheduling_strategy(cfg))(ReplayShard)
+        self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_replay_shard), max_restarts=0,
+                                       max_concurrency=1)(ReplayShard)
         self._factory_ref = ray.put(factory)
         self._generation = [0] * self.num_shards
         self._sizes = [0] * self.num_shards  # records held, as last reported by each shard
@@ -285,7 +291,8 @@ class RayReplayShardSet:
         return int(self.executor.replay_restarts)
 
     def _make_actor(self, i: int) -> Any:
-        return self._actor_class.remote(self._factory_ref, i, int(self.cfg.worker_torch_threads))
+        return self._actor_class.options(scheduling_strategy=shard_strategy(i, self.cfg.cpus_per_replay_shard)).remote(
+            self._factory_ref, i, int(self.cfg.worker_torch_threads))
 
     def _restart(self, i: int, error: BaseException) -> None:
         import ray
@@ -308,12 +315,14 @@ class RayReplayShardSet:
             for ref in [r for r, v in table.items() if v[0] == i]:
                 del table[ref]
         self.actors[i] = self._make_actor(i)
+        await_placement(self.actors[i].pid.remote(), f"replay shard {i} (lost: {one_line(error, 120)})",
+                        float(self.cfg.cpus_per_replay_shard), float(self.cfg.restart_timeout_s))
 
     def _settle(self, refs: list[Any]) -> None:
         """Collect finished adds / priority updates among ``refs`` (all ready): sizes, or a dead shard."""
         import ray
-        from ray.exceptions import RayActorError
 
+        lost = lost_errors()
         for ref in refs:
             entry = self._ops.pop(ref, None)
             if entry is None:
@@ -321,7 +330,7 @@ class RayReplayShardSet:
             shard, generation, kind = entry
             try:
                 value = ray.get(ref)
-            except RayActorError as e:
+            except lost as e:
                 if generation == self._generation[shard]:
                     self._restart(shard, e)
                 continue
@@ -377,8 +386,8 @@ class RayReplayShardSet:
 
     def sample_async(self, batch_size: int, num_batches: int) -> Iterator[tuple[Samples, int]]:
         import ray
-        from ray.exceptions import RayActorError
 
+        lost = lost_errors()
         got = 0
         while got < int(num_batches):
             self._top_up(batch_size)
@@ -390,7 +399,7 @@ class RayReplayShardSet:
             shard, generation = self._samples.pop(ready[0])
             try:
                 value = ray.get(ready[0])
-            except RayActorError as e:
+            except lost as e:
                 if generation == self._generation[shard]:
                     self._restart(shard, e)
                 continue
@@ -427,8 +436,8 @@ class RayReplayShardSet:
     def _call_all(self, method: str, *per_shard: Any) -> list[Any]:
         """``method`` of every shard (after the calls sent to it before); a dead shard is replaced first."""
         import ray
-        from ray.exceptions import RayActorError
 
+        lost = lost_errors()
         self.flush()
         out = []
         for i in range(self.num_shards):
@@ -437,7 +446,7 @@ class RayReplayShardSet:
                 try:
                     out.append(ray.get(getattr(self.actors[i], method).remote(*args)))
                     break
-                except RayActorError as e:
+                except lost as e:
                     self._restart(i, e)
         return out
 

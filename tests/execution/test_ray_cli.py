@@ -23,7 +23,9 @@ def test_cli_run_with_the_ray_executor_writes_its_summary(workdir: Path) -> None
 def test_a_cluster_started_with_ray_start_is_joined_only_when_asked(workdir: Path, tmp_path: Path) -> None:
     """With a `ray start --head` cluster on the machine, executor=ray without an address starts a cluster of its
     own (Ray's ray.init() would join that one and refuse num_cpus: "When connecting to an existing cluster,
-    num_cpus and num_gpus must not be provided"), and executor.address=auto joins it."""
+    num_cpus and num_gpus must not be provided"), executor.address=auto joins it, and so does
+    executor.address=ray://127.0.0.1:<client port> through Ray Client (the driver on no node of the cluster: its
+    rollouts come through the object store)."""
     import os
     import signal
     import socket
@@ -31,13 +33,16 @@ def test_a_cluster_started_with_ray_start_is_joined_only_when_asked(workdir: Pat
     import sys
     import time
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    port, client_port = ports
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}  # Ray 2.60's token authentication, off as its docs say
     ray_cli = str(Path(sys.executable).parent / "ray")
     head = subprocess.Popen([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                             "--block"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             f"--ray-client-server-port={client_port}", "--block"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -55,8 +60,27 @@ def test_a_cluster_started_with_ray_start_is_joined_only_when_asked(workdir: Pat
         joined = run_rlrun([*common, "executor.address=auto", "hydra.run.dir=joined"], workdir,
                            env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"})
         assert joined.returncode == 0, joined.stderr
-        for name in ("own", "joined"):
+        client = run_rlrun([*common, f"executor.address=ray://127.0.0.1:{client_port}", "hydra.run.dir=client"],
+                           workdir, env=env)
+        assert client.returncode == 0, client.stderr
+        for name in ("own", "joined", "client"):
             assert json.loads((workdir / name / "summary.json").read_text())["stop_reason"] == "env_steps"
+
+        # Last (it changes the cluster's record): a cluster of other Ray/Python versions than this process's. Its
+        # record says Ray 2.9.3 on Python 3.10.13, as a head started from another environment writes it; Ray's
+        # own check refuses the driver, and rlrun says so in one line before the run directory exists.
+        retag = ("import json, ray; from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put; "
+                 f"ray.init(address='127.0.0.1:{port}', logging_level='ERROR'); "
+                 "meta = json.loads(_internal_kv_get(b'CLUSTER_METADATA', namespace=b'cluster')); "
+                 "meta.update(ray_version='2.9.3', python_version='3.10.13'); "
+                 "_internal_kv_put(b'CLUSTER_METADATA', json.dumps(meta), overwrite=True, namespace=b'cluster')")
+        subprocess.run([sys.executable, "-c", retag], env=env, check=True, capture_output=True, timeout=120)
+        other = run_rlrun([*common, f"executor.address=127.0.0.1:{port}", "hydra.run.dir=other"], workdir, env=env)
+        lines = [ln for ln in other.stderr.splitlines() if ln.strip() and "WARNING" not in ln]
+        assert other.returncode == 2 and len(lines) == 1, other.stderr
+        assert "the cluster runs Ray 2.9.3 on Python 3.10.13 but this process has Ray " in lines[0], lines
+        assert "install ray==2.9.3 in a Python 3.10.13 environment" in lines[0]
+        assert not (workdir / "other").exists()
     finally:
         os.killpg(head.pid, signal.SIGTERM)  # --block: the head's processes end with it
         head.wait(timeout=60)

@@ -4,6 +4,8 @@ where ``executor.placement`` puts the workers, and which of their rollouts take 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -62,5 +64,195 @@ def test_placement_puts_the_workers_and_only_remote_ones_use_the_object_store(tw
         here = ray.get_runtime_context().get_node_id()
         assert sum(node == here for node in on) == on_driver_node
         assert list(ws._on_this_node) == [node == here for node in on]
+    finally:
+        executor.stop()
+
+
+# ---------------------------------------------------------------------------------------------------- node loss
+
+FAST_HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 3,
+                      "health_check_initial_delay_ms": 0}
+
+
+@pytest.fixture
+def three_nodes():  # noqa: ANN201
+    """A head node (the driver's) and two worker nodes, 1 CPU each; a node's death is noticed within ~1.5 s."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                            "_system_config": FAST_HEALTH_CHECKS})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+LOSS = {}  # the running test's cluster and what its plan saw; read through sys.modules, so never pickled
+
+
+def node_losing_dqn():  # noqa: ANN201
+    """DQN whose plan, at iteration 4, removes (kills the raylet of) a worker node hosting a rollout worker. The
+    class travels to the workers by value (its policy factory): it reaches the cluster through ``sys.modules``."""
+    import sys
+
+    from rlrun.algos.dqn import DQN
+
+    class NodeLosingDQN(DQN):
+        def training_step(self):  # noqa: ANN202
+            loss = sys.modules[type(self).__module__].LOSS
+            loss["iterations"] = loss.get("iterations", 0) + 1
+            if "cluster" not in loss:  # a resumed run: nothing to remove
+                return super().training_step()
+            if loss["iterations"] != 5:  # the 5th meets the dead worker: the plan's own request must find it
+                loss.setdefault("nodes", []).append(ray.get([a.node_id.remote() for a in self.workers.actors]))
+            if loss["iterations"] == 4:
+                nodes, head = loss["nodes"][-1], ray.get_runtime_context().get_node_id()
+                victim = next(n for n in loss["cluster"].worker_nodes if n.node_id in nodes and n.node_id != head)
+                loss["removed"] = victim.node_id
+                loss["cluster"].remove_node(victim, allow_graceful=False)
+                deadline = time.monotonic() + 30  # until the cluster has noticed (health checks every 0.5 s)
+                while any(n["NodeID"] == victim.node_id and n["Alive"] for n in ray.nodes()):
+                    assert time.monotonic() < deadline, "the removed node still looks alive after 30 s"
+                    time.sleep(0.1)
+            return super().training_step()
+
+    return NodeLosingDQN
+
+
+def run_losing_a_node(tmp_path, cluster, extra: list[str]):  # noqa: ANN001, ANN201
+    import ray.cloudpickle
+
+    from rlrun.app.run import run_experiment
+    from rlrun.config import compose
+    from rlrun.registry import registry
+
+    ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+    LOSS.clear()
+    LOSS["cluster"] = cluster
+    registry.register("algo", "dqn_node_loss_test", node_losing_dqn(), schema=registry.schema("algo", "dqn"),
+                      replace=True)
+    try:
+        cfg = compose(["executor=ray", "executor.num_workers=2", "executor.placement=spread", "stop.env_steps=320",
+                       "algo.learning_starts=32", "algo.rollout_steps=16", "export.formats=[]", "logger=none",
+                       "logger.console.enabled=false", "logger.tensorboard.enabled=true", *extra])
+        cfg.algo.name = "dqn_node_loss_test"
+        try:
+            summary = run_experiment(cfg, tmp_path, overrides=[])
+        except Exception as e:  # noqa: BLE001 - the test reads summary.json either way
+            summary = {"raised": e, **__import__("json").loads((tmp_path / "summary.json").read_text())}
+    finally:
+        registry._entries["algo"].pop("dqn_node_loss_test", None)
+        LOSS.pop("cluster", None)
+    return summary, LOSS
+
+
+def test_a_removed_node_s_worker_is_recreated_on_a_surviving_node_and_the_run_finishes(tmp_path, three_nodes) -> None:
+    """spread puts the 2 workers on 2 of the 3 nodes; killing a worker node's raylet at iteration 4 kills its
+    worker, which comes back on the node that had room; the run reaches its stop condition and the metrics count
+    one restart and the rollout lost with it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    summary, seen = run_losing_a_node(tmp_path, three_nodes, [])
+    assert summary["stop_reason"] == "env_steps" and summary["env_steps"] == 320, summary
+    before, after = seen["nodes"][3], seen["nodes"][4]  # at iterations 4 and 6
+    assert seen["removed"] in before and seen["removed"] not in after
+    assert len(set(after)) == 2  # still one worker per node: the replacement went to the node that had room
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert events.Scalars("executor/worker_restarts")[-1].value == 1
+    assert events.Scalars("executor/lost_env_steps")[-1].value == 16  # one request: 16 steps x 1 env copy
+
+
+def test_no_room_for_a_replacement_stops_with_a_clear_error_and_a_final_checkpoint(tmp_path, three_nodes) -> None:
+    """3 workers of 1 CPU fill the 3 nodes; once a node is gone no node has room for its worker's replacement: the
+    run stops after executor.restart_timeout_s with one clear error, stop_reason error and a final checkpoint of the
+    learner at the step it reached, which a later run resumes from."""
+    import torch
+
+    from rlrun.errors import PlacementError
+
+    summary, seen = run_losing_a_node(tmp_path, three_nodes, ["executor.num_workers=3",
+                                                              "executor.restart_timeout_s=3"])
+    assert isinstance(summary["raised"], PlacementError)
+    message = str(summary["raised"])
+    assert "rollout worker" in message and "could not be started again within executor.restart_timeout_s=3" in message
+    assert "needs 1 CPU(s) and the cluster has 0 free of 2 on 2 live node(s)" in message
+    assert "saved" in message and "rlrun resume=" in message
+    assert summary["stop_reason"] == "error" and "restart_timeout_s" in summary["error"]
+    state = torch.load(tmp_path / "checkpoints" / "latest.pt", weights_only=False)
+    assert state["workers_lost"] is True and state["executor"] is None and state["replay_included"] is False
+    assert state["loop"]["env_steps"] == summary["env_steps"] >= 3 * 3 * 16  # iterations 1-3 done (3 workers x 16)
+
+    # A node joins again; the run resumes from that checkpoint (not exactly: fresh env copies) and finishes.
+    from rlrun.app.run import run_experiment
+    from rlrun.config import compose
+    from rlrun.registry import registry
+
+    three_nodes.add_node(num_cpus=1)
+    three_nodes.wait_for_nodes()
+    registry.register("algo", "dqn_node_loss_test", node_losing_dqn(), schema=registry.schema("algo", "dqn"),
+                      replace=True)
+    try:
+        overrides = [f"resume={tmp_path}", "stop.env_steps=480"]
+        resumed = run_experiment(compose(overrides), tmp_path, overrides=overrides)
+    finally:
+        registry._entries["algo"].pop("dqn_node_loss_test", None)
+    assert resumed["stop_reason"] == "env_steps" and resumed["env_steps"] == 480
+
+
+# ---------------------------------------------------------------------------------------------------- replay shards
+
+
+def make_memory(shard_index: int):  # noqa: ANN201
+    from rlrun import spaces as sp
+    from rlrun.components.prioritized_replay import PrioritizedReplayMemory
+
+    records = sp.Dict({"x": sp.Box(-np.inf, np.inf, (2,), np.float32)})
+    return PrioritizedReplayMemory(16, alpha=0.5, beta_start=0.4, beta_end=0.4, eps=1e-6,
+                                   seed=shard_index).build(records=records)
+
+
+def shard_nodes(shards) -> list[str]:  # noqa: ANN001
+    return ray.get([a.node_id.remote() for a in shards.actors])
+
+
+def test_replay_shards_go_to_nodes_other_than_the_learner_s_and_come_back_after_a_node_dies(three_nodes) -> None:
+    """Two shards (0 CPUs each) on a head (the driver's, the learner's) and two worker nodes: neither on the head.
+    The node of one dies: its shard comes back (empty, counted) on a node that is alive, the other keeps its
+    records, and adds and samples go on."""
+    import ray.cloudpickle
+
+    from rlrun.execution.ray_executor import RayExecutor
+
+    ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+    executor = RayExecutor(OmegaConf.structured(RayExecutorConfig(num_workers=1)), cartpole(), seed=0)
+    try:
+        shards = executor.replay_shards(make_memory, 2)
+        head = ray.get_runtime_context().get_node_id()
+        before = shard_nodes(shards)
+        assert head not in before and len(set(before)) == 2  # one on each worker node
+        for i in range(4):
+            shards.add({"records": {"x": np.full((3, 2), i, np.float32)}, "priorities": None}, shard=i % 2)
+        shards.flush()
+        assert shards.shard_sizes() == [6, 6]
+        victim = next(n for n in three_nodes.worker_nodes if n.node_id == before[0])
+        three_nodes.remove_node(victim, allow_graceful=False)
+        deadline = time.monotonic() + 30
+        while any(n["NodeID"] == victim.node_id and n["Alive"] for n in ray.nodes()):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        shards.shard_pids()  # a call to every shard: the dead one is found and replaced
+        after = shard_nodes(shards)
+        assert executor.replay_restarts == 1 and victim.node_id not in after and after[1] == before[1]
+        shards.add({"records": {"x": np.zeros((3, 2), np.float32)}, "priorities": None}, shard=1)
+        shards.flush()
+        assert shards.shard_sizes() == [0, 9]
+        samples, shard = shards.sample(4)  # only shard 1 has records
+        assert shard == 1 and samples is not None
     finally:
         executor.stop()

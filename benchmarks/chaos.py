@@ -1,0 +1,128 @@
+"""Chaos: a rollout worker or a replay shard killed at random every ``--every`` seconds for ``--minutes`` of Ape-X
+on CartPole with ``executor=ray``; the run must finish, learn to its usual level, and count every kill.
+
+The run joins a ``ray start --head`` cluster of the benchmark's own (``benchmarks/ray_head.py``), so the benchmark
+sees the actors' processes: every ``--every`` seconds it SIGKILLs one process chosen at random among those whose
+command line names a rollout worker (``ray::RemoteRolloutWorker``) or a replay shard (``ray::ReplayShard``). At the
+end it reads ``summary.json`` and the run's TensorBoard events: the run's stop reason, its greedy-free training
+return (``episode_return_mean``, the 20-episode mean), and ``executor/worker_restarts`` and
+``executor/replay_shard_restarts``, which must equal the kills of each kind (``restarts_match``: 1 or 0). A killed
+shard comes back empty, so learning slows with each shard kill; the figure to compare is the return of the same run
+without kills (``--baseline``, the same budget, run first in the same invocation).
+
+    python -m benchmarks.chaos [--minutes 10] [--every 30] [--seed 0] [--baseline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import load_average, publish
+from benchmarks.ray_head import ENV, RLRUN, ray_head, stop_run
+
+KINDS = {"worker": "ray::RemoteRolloutWorker", "shard": "ray::ReplayShard"}
+
+
+def actor_pids(kind: str) -> list[int]:
+    """The live processes of this machine whose command line starts with the actor's Ray process title."""
+    title = KINDS[kind].encode()
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if Path(f"/proc/{entry}/cmdline").read_bytes().startswith(title):
+                    out.append(int(entry))
+            except OSError:
+                continue
+    return out
+
+
+def last_scalar(run_dir: Path, tag: str) -> float | None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    return events.Scalars(tag)[-1].value if tag in events.Tags()["scalars"] else None
+
+
+def one_run(tmp: Path, name: str, seconds: float, every: float | None, seed: int) -> dict[str, Any]:
+    """Ape-X on CartPole for ``seconds`` of wall time; with ``every``, a kill every ``every`` seconds."""
+    rng = random.Random(seed)
+    kills = {"worker": 0, "shard": 0}
+    run_dir = tmp / name
+    overrides = ["algo=apex", "executor=ray", f"seed={seed}", f"stop.wall_time_s={seconds}",
+                 "stop.env_steps=1000000000", "executor.max_worker_restarts=1000",
+                 "executor.max_replay_shard_restarts=1000", "logger.mlflow.enabled=false",
+                 "logger.tensorboard.enabled=true", "export.formats=[]", f"hydra.run.dir={run_dir}"]
+    with ray_head(2) as (address, _head):
+        err = open(tmp / f"{name}.stderr", "w")
+        proc = subprocess.Popen([RLRUN, *overrides, f"executor.address={address}"], env=ENV, cwd=tmp,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        try:
+            t0 = time.monotonic()
+            while proc.poll() is None:
+                time.sleep(1.0 if every is None else max(0.0, every - (time.monotonic() - t0) % every))
+                if every is None or proc.poll() is not None or time.monotonic() - t0 > seconds - every / 2:
+                    continue
+                kind = rng.choice(sorted(KINDS))
+                pids = actor_pids(kind)
+                if pids:
+                    os.kill(rng.choice(pids), signal.SIGKILL)
+                    kills[kind] += 1
+            proc.wait(timeout=seconds + 300)
+        finally:
+            stop_run(proc)
+            err.close()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    restarts = {"worker": last_scalar(run_dir, "executor/worker_restarts"),
+                "shard": last_scalar(run_dir, "executor/replay_shard_restarts")}
+    out = {f"{name}/stop_reason": summary["stop_reason"], f"{name}/return_mean": summary["episode_return_mean"],
+           f"{name}/env_steps": summary["env_steps"]}
+    if every is not None:
+        out.update({f"{name}/kills_worker": kills["worker"], f"{name}/kills_shard": kills["shard"],
+                    f"{name}/restarts_worker": restarts["worker"], f"{name}/restarts_shard": restarts["shard"],
+                    f"{name}/lost_env_steps": last_scalar(run_dir, "executor/lost_env_steps"),
+                    f"{name}/restarts_match": int(restarts["worker"] == kills["worker"]
+                                                  and restarts["shard"] == kills["shard"])})
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--every", type=float, default=30.0, help="seconds between kills")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--baseline", action="store_true", help="first the same run without kills")
+    parser.add_argument("--smoke", action="store_true", help="a 40 s run, a kill every 10 s: checks the path only")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.minutes, args.every = 40 / 60, 10.0
+    figures: dict[str, Any] = {"minutes": args.minutes, "every_s": args.every, "seed": args.seed,
+                               "load_average_before": load_average()}
+    with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+        if args.baseline:
+            figures.update(one_run(Path(tmp), "baseline", args.minutes * 60, None, args.seed))
+        figures.update(one_run(Path(tmp), "chaos", args.minutes * 60, args.every, args.seed))
+    if figures.get("baseline/return_mean") and figures.get("chaos/return_mean") is not None:
+        figures["ratio_return_chaos_vs_baseline"] = round(figures["chaos/return_mean"]
+                                                          / figures["baseline/return_mean"], 3)
+    figures["load_average_after"] = load_average()
+    if args.smoke:
+        return figures
+    command = "python -m benchmarks.chaos " + " ".join(sys.argv[1:] if argv is None else argv)
+    publish("chaos", figures, command)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""A ``ray start --head`` cluster of the benchmark's own on this machine, for benchmarks that watch a run from
+outside (soak, chaos): the run joins it with ``executor.address``; the cluster ends with the ``with`` block (its
+processes are one process group: ``--block``). Token authentication is off (``RAY_AUTH_MODE=disabled``, as Ray 2.60's
+docs say for a private cluster) in the environment the run and the ``ray`` CLI get."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+RAY_CLI = str(Path(sys.executable).parent / "ray")
+RLRUN = str(Path(sys.executable).parent / "rlrun")
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def ray_head(cpus: int, object_store_bytes: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """(its GCS address, the head's process); up within 90 s or a RuntimeError."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    cmd = [RAY_CLI, "start", "--head", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false", "--block"]
+    if object_store_bytes:
+        cmd.append(f"--object-store-memory={object_store_bytes}")
+    head = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while subprocess.run([RAY_CLI, "status", f"--address={address}"], env=ENV, capture_output=True).returncode:
+            if time.monotonic() > deadline:
+                raise RuntimeError("ray start --head did not come up in 90 s")
+            time.sleep(1)
+        yield address, head
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=120)
+
+
+def stop_run(proc: subprocess.Popen, timeout: float = 120) -> None:
+    """End an ``rlrun`` started with ``start_new_session=True``: SIGINT (a clean stop), SIGKILL after ``timeout``."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -1,0 +1,88 @@
+"""Where the Ray executor's actors go, and what happens when a node goes: the scheduling strategies of the rollout
+workers and replay shards (``executor.placement``), the errors that mean an actor's work was lost with its process
+or its node, and the wait for a replacement to find a node with room (``executor.restart_timeout_s``).
+
+- **Workers** (``worker_strategy``): ``pack`` puts them on the driver's node while it has room (a soft node
+  affinity: their rollouts take the shared-memory path), then elsewhere; ``spread`` round-robins them over the nodes
+  (Ray's ``SPREAD``). Through Ray Client (``ray://``) the driver is on no node of the cluster: ``pack`` leaves the
+  choice to Ray, and every rollout comes through the object store.
+- **Replay shards** (``shard_strategy``): on the nodes other than the learner's in turn (a node affinity each),
+  so the learner's node keeps its cores for the learner and its workers, as the Ape-X paper puts replay on
+  machines of its own; on one node they share it.
+- **A lost actor** (``lost_errors``): its process died (``RayActorError``, its node's death included) or a result
+  it had finished lived in the object store of a node that died (``ObjectLostError``). The worker set and the shard
+  set replace it; ``await_placement`` waits for the replacement to start, and when no node can host it within
+  ``executor.restart_timeout_s`` raises :class:`~rlrun.errors.PlacementError`, which ``rlrun run`` answers with a
+  final checkpoint (the learner's state; no worker state, no replay) and ``stop_reason: error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlrun.errors import PlacementError
+
+
+def through_client() -> bool:
+    """Whether this process reaches its cluster through Ray Client (``ray://``): the driver and the learner are on
+    no node of the cluster, so no actor shares their node (no shared-memory path, nothing to pack next to)."""
+    import ray
+
+    return bool(ray.util.client.ray.is_connected())
+
+
+def worker_strategy(cfg: Any) -> Any:
+    """Ray's scheduling strategy for the rollout workers from ``executor.placement`` (see the module docstring)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if str(cfg.get("placement", "pack")) == "spread":
+        return "SPREAD"
+    if through_client():
+        return "DEFAULT"
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
+
+
+def shard_strategy(index: int, cpus: float) -> Any:
+    """Ray's scheduling strategy for replay shard ``index`` needing ``cpus`` CPUs: the live nodes other than the
+    driver's (the learner's) in turn; the driver's node on a cluster of one node. A shard that needs no CPUs fits on
+    any node, so it is pinned there (a hard node affinity: Ray's soft affinity was seen to fall back to the driver's
+    node while the driver's raylet had not yet heard of the others' resources); one that needs CPUs asks softly (a
+    node without room: Ray places it elsewhere). Asked again for a replacement, so it goes to a node that is
+    alive."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = None if through_client() else ray.get_runtime_context().get_node_id()
+    others = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["NodeID"] != here)
+    if here is None and not others:
+        return "DEFAULT"
+    return NodeAffinitySchedulingStrategy(node_id=others[int(index) % len(others)] if others else here,
+                                          soft=float(cpus) > 0)
+
+
+def lost_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions of ``ray.get`` that mean the actor's work is lost and the actor must be replaced."""
+    from ray.exceptions import ObjectLostError, RayActorError
+
+    return RayActorError, ObjectLostError
+
+
+def await_placement(ready_ref: Any, what: str, cpus: float, timeout_s: float) -> Any:
+    """Wait until a replacement actor answers ``ready_ref`` (its first method call) and return the answer.
+    Past ``timeout_s`` the cluster has no node with room for it (its node is gone and the others are full): a
+    :class:`PlacementError` naming what the actor needs and what the cluster has left. An actor that fails while
+    starting raises that failure."""
+    import ray
+
+    ready, _ = ray.wait([ready_ref], timeout=float(timeout_s))
+    if ready:
+        return ray.get(ready[0])
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    free = ray.available_resources().get("CPU", 0.0)
+    total = ray.cluster_resources().get("CPU", 0.0)
+    raise PlacementError(f"{what} could not be started again within executor.restart_timeout_s={timeout_s:g}: it "
+                         f"needs {cpus:g} CPU(s) and the cluster has {free:g} free of {total:g} on {len(alive)} "
+                         f"live node(s). Add a node (or let the autoscaler), or run with fewer "
+                         f"executor.num_workers / replay shards.")
+
