@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import Sequence
 
 from rlrun.reporting import report_and_exit, request_tracebacks, tracebacks_requested, wants_traceback
@@ -24,6 +25,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     request_tracebacks(verbose)  # read by sweep jobs too, in this process or a launcher's worker
     # Hydra prints its own error text and exits 1; with HYDRA_FULL_ERROR it raises, and we report instead.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    # conf/hydra/launcher/ray.yaml replaces hydra-ray-launcher's option of the same name on purpose (a safe default
+    # address), and Hydra warns at every job that the file is checked against the plugin's schema of that name.
+    warnings.filterwarnings("ignore", message=r"(?s).*'hydra/launcher/ray' is validated against ConfigStore schema")
     try:
         if sys.argv[1:2] == ["graph"]:
             from rlrun.app.graph import main as graph_main

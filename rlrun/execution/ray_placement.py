@@ -68,11 +68,12 @@ def lost_errors() -> tuple[type[BaseException], ...]:
     return RayActorError, ObjectLostError
 
 
-def await_placement(ready_ref: Any, what: str, cpus: float, timeout_s: float) -> Any:
+def await_placement(ready_ref: Any, what: str, cpus: float, timeout_s: float, again: bool = True) -> Any:
     """Wait until a replacement actor answers ``ready_ref`` (its first method call) and return the answer.
     Past ``timeout_s`` the cluster has no node with room for it (its node is gone and the others are full): a
     :class:`PlacementError` naming what the actor needs and what the cluster has left. An actor that fails while
-    starting raises that failure."""
+    starting raises that failure. ``again``: a replacement (the message says "started again"), else a first
+    start."""
     import ray
 
     ready, _ = ray.wait([ready_ref], timeout=float(timeout_s))
@@ -81,7 +82,8 @@ def await_placement(ready_ref: Any, what: str, cpus: float, timeout_s: float) ->
     alive = [n for n in ray.nodes() if n.get("Alive")]
     free = ray.available_resources().get("CPU", 0.0)
     total = ray.cluster_resources().get("CPU", 0.0)
-    raise PlacementError(f"{what} could not be started again within executor.restart_timeout_s={timeout_s:g}: it "
+    within = f"executor.restart_timeout_s={timeout_s:g}" if again else f"{timeout_s:g} s"
+    raise PlacementError(f"{what} could not be started{' again' if again else ''} within {within}: it "
                          f"needs {cpus:g} CPU(s) and the cluster has {free:g} free of {total:g} on {len(alive)} "
                          f"live node(s). Add a node (or let the autoscaler), or run with fewer "
                          f"executor.num_workers / replay shards.")

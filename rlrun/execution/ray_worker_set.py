@@ -77,12 +77,16 @@ class RayWorkerSet:
         self.sync_weights()  # the workers start from the learner's weights (they go with the first requests)
 
     def _wait_ready(self) -> None:
-        """Block until every actor is built (env copies made and reset), turning a failure into one clear error."""
+        """Block until every actor is built (env copies made and reset), turning a failure into one clear error; a
+        worker that no node has room for within ``START_TIMEOUT_S`` (other jobs' actors took the CPUs after this
+        run counted them) is a PlacementError."""
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
         try:
-            nodes = ray.get([a.node_id.remote() for a in self.actors])
+            refs = [a.node_id.remote() for a in self.actors]
+            nodes = [await_placement(ref, f"rollout worker {w}", float(self.cfg.cpus_per_worker), START_TIMEOUT_S,
+                                     again=False) for w, ref in enumerate(refs)]
         except (RayActorError, RayTaskError) as e:
             cause = getattr(e, "cause", None) or getattr(getattr(e, "error", None), "cause", None)
             if isinstance(cause, RlrunError):
@@ -340,6 +344,7 @@ class RayWorkerSet:
             self._pool.close()
 
 
+START_TIMEOUT_S = 300.0  # a first start (process, imports, env copies) may take long on a loaded node
 INLINE_WEIGHTS_BYTES = 256 * 1024  # weights smaller than this are sent inside each request instead of ray.put
 
 

@@ -66,6 +66,17 @@ def test_a_cluster_started_with_ray_start_is_joined_only_when_asked(workdir: Pat
         for name in ("own", "joined", "client"):
             assert json.loads((workdir / name / "summary.json").read_text())["stop_reason"] == "env_steps"
 
+        # A sweep whose jobs run on that cluster (hydra-ray-launcher; tests/app/test_launchers.py has the rest).
+        import importlib.util
+
+        if importlib.util.find_spec("hydra_plugins.hydra_ray_launcher") is not None:
+            sweep = run_rlrun(["-m", "hydra/launcher=ray", f"hydra.launcher.ray.init.address=127.0.0.1:{port}",
+                               "seed=0,1", "stop.env_steps=64", "algo.learning_starts=32", "logger=none",
+                               "logger.console.enabled=false", "hydra.sweep.dir=sw"], workdir, env=env, timeout=300)
+            assert sweep.returncode == 0 and "2 of 2 jobs completed" in sweep.stdout, sweep.stdout + sweep.stderr
+            assert f"'address': '127.0.0.1:{port}'" in sweep.stdout + sweep.stderr
+            assert "Started a local Ray instance" not in sweep.stdout + sweep.stderr
+
         # Last (it changes the cluster's record): a cluster of other Ray/Python versions than this process's. Its
         # record says Ray 2.9.3 on Python 3.10.13, as a head started from another environment writes it; Ray's
         # own check refuses the driver, and rlrun says so in one line before the run directory exists.
