@@ -2,10 +2,10 @@
 on CartPole with ``executor=ray``; the run must finish, learn to its usual level, and count every kill.
 
 The run joins a ``ray start --head`` cluster of the benchmark's own (``benchmarks/ray_head.py``), so the benchmark
-sees the actors' processes: every ``--every`` seconds it SIGKILLs one process chosen at random among those whose
-command line names a rollout worker (``ray::RemoteRolloutWorker``) or a replay shard (``ray::ReplayShard``). At the
-end it reads ``summary.json`` and the run's TensorBoard events: the run's stop reason, its greedy-free training
-return (``episode_return_mean``, the 20-episode mean), and ``executor/worker_restarts`` and
+sees the actors' processes: every ``--every`` seconds it SIGKILLs one process of that cluster (below its head
+process), chosen at random among those whose command line names a rollout worker (``ray::RemoteRolloutWorker``) or a
+replay shard (``ray::ReplayShard``). At the end it reads ``summary.json`` and the run's TensorBoard events: the run's
+stop reason, its training return (``episode_return_mean``, the 20-episode mean), and ``executor/worker_restarts`` and
 ``executor/replay_shard_restarts``, which must equal the kills of each kind (``restarts_match``: 1 or 0). A killed
 shard comes back empty, so learning slows with each shard kill; the figure to compare is the return of the same run
 without kills (``--baseline``, the same budget, run first in the same invocation).
@@ -33,17 +33,19 @@ from benchmarks.ray_head import ENV, RLRUN, ray_head, stop_run
 KINDS = {"worker": "ray::RemoteRolloutWorker", "shard": "ray::ReplayShard"}
 
 
-def actor_pids(kind: str) -> list[int]:
-    """The live processes of this machine whose command line starts with the actor's Ray process title."""
+def actor_pids(kind: str, head: int) -> list[int]:
+    """The live processes of the benchmark's cluster (below its head process: never another run's) whose command
+    line starts with the actor's Ray process title."""
+    from benchmarks.soak import process_tree
+
     title = KINDS[kind].encode()
     out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if Path(f"/proc/{entry}/cmdline").read_bytes().startswith(title):
-                    out.append(int(entry))
-            except OSError:
-                continue
+    for pid in sorted(process_tree(head)):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(title):
+                out.append(pid)
+        except OSError:
+            continue
     return out
 
 
@@ -64,7 +66,7 @@ def one_run(tmp: Path, name: str, seconds: float, every: float | None, seed: int
                  "stop.env_steps=1000000000", "executor.max_worker_restarts=1000",
                  "executor.max_replay_shard_restarts=1000", "logger.mlflow.enabled=false",
                  "logger.tensorboard.enabled=true", "export.formats=[]", f"hydra.run.dir={run_dir}"]
-    with ray_head(2) as (address, _head):
+    with ray_head(2) as (address, head):
         err = open(tmp / f"{name}.stderr", "w")
         proc = subprocess.Popen([RLRUN, *overrides, f"executor.address={address}"], env=ENV, cwd=tmp,
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
@@ -75,7 +77,7 @@ def one_run(tmp: Path, name: str, seconds: float, every: float | None, seed: int
                 if every is None or proc.poll() is not None or time.monotonic() - t0 > seconds - every / 2:
                     continue
                 kind = rng.choice(sorted(KINDS))
-                pids = actor_pids(kind)
+                pids = actor_pids(kind, head.pid)
                 if pids:
                     os.kill(rng.choice(pids), signal.SIGKILL)
                     kills[kind] += 1

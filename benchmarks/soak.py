@@ -39,7 +39,7 @@ from benchmarks.ray_head import ENV, RAY_CLI, RLRUN, ray_head, stop_run
 SERIES = ("driver", "ray_workers", "ray_system", "total", "object_store")
 
 
-def _children(root: int) -> set[int]:
+def process_tree(root: int) -> set[int]:
     """``root`` and every process below it (from /proc's parent links)."""
     parent: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -84,7 +84,7 @@ def object_store_mib(address: str) -> float | None:
 
 def sample(driver: int, head: int, address: str) -> dict[str, float | None]:
     out = {"driver": 0.0, "ray_workers": 0.0, "ray_system": 0.0}
-    for pid in _children(driver) | _children(head):
+    for pid in process_tree(driver) | process_tree(head):
         mib = pss_mib(pid)
         if pid == driver:
             out["driver"] += mib

@@ -242,6 +242,18 @@ SUITE: tuple[Benchmark, ...] = (
         requires=(Registered("executor", "ray"), Registered("algo", "apex"), Registered("algo", "impala")),
         headline=("frames_per_s/*", "updates_per_s/*", "ratio/*"),
         timeout_s=3600),
+    Benchmark(
+        "soak", "benchmarks.soak",
+        "rlrun algo=apex env=pong executor=ray for 60 minutes: the PSS of every process and the object store's use "
+        "each minute, growth per hour after warm-up (goal < 5%; not in CI: an hour)",
+        requires=(Registered("algo", "apex"), Registered("executor", "ray")),
+        headline=("growth_per_hour/*", "slope_mib_per_hour/*"), timeout_s=5400),
+    Benchmark(
+        "chaos", "benchmarks.chaos",
+        "Ape-X CartPole with executor=ray, a rollout worker or replay shard SIGKILLed every 30 s for 10 minutes: the "
+        "run finishes, its return vs the same run without kills, restarts = kills (not in CI: 20 minutes)",
+        requires=(Registered("algo", "apex"), Registered("executor", "ray")),
+        headline=("chaos/*", "ratio_*"), timeout_s=3600),
     # -- not runnable yet: listed with what they wait for, so they cannot be mistaken for measured figures
     Benchmark(
         "pong_long", "benchmarks.pong_long",

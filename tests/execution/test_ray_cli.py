@@ -42,8 +42,8 @@ def test_a_cluster_started_with_ray_start_is_joined_only_when_asked(workdir: Pat
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}  # Ray 2.60's token authentication, off as its docs say
     ray_cli = str(Path(sys.executable).parent / "ray")
     head = subprocess.Popen([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                             f"--ray-client-server-port={client_port}", "--block"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                             f"--ray-client-server-port={client_port}", "--block"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
