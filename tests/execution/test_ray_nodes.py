@@ -256,3 +256,67 @@ def test_replay_shards_go_to_nodes_other_than_the_learner_s_and_come_back_after_
         assert shard == 1 and samples is not None
     finally:
         executor.stop()
+
+
+# ---------------------------------------------------------------------------------------------------- weights
+
+
+class BigUniform(Uniform):
+    """Uniform, with 4 MiB of weights (above INLINE_WEIGHTS_BYTES: they travel as one object in the store)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1024, 1024))
+
+
+def store_bytes(node_id: str) -> int:
+    """Bytes in use in that node's object store, from its raylet (what `ray memory --stats-only` sums)."""
+    from ray._private.internal_api import node_stats
+
+    node = next(n for n in ray.nodes() if n["NodeID"] == node_id)
+    return int(node_stats(node["NodeManagerAddress"], node["NodeManagerPort"], False).store_stats
+               .object_store_bytes_used)
+
+
+def test_weights_reach_a_node_once_however_many_of_its_workers_read_them() -> None:
+    """A head with no CPUs (the driver's) and a 2-CPU node: both workers land there. One weight update of 4 MiB
+    read by both workers adds one copy to that node's object store (Ray pulls an object to a node once; the workers
+    map it), not one per worker: measured as the node's store bytes, 1.0 x the weights."""
+    import ray.cloudpickle
+    from ray.cluster_utils import Cluster
+
+    from rlrun.execution.ray_executor import RayExecutor
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    node = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+    try:
+        ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+        cfg = OmegaConf.structured(RayExecutorConfig(num_workers=2, num_envs_per_worker=1))
+        executor = RayExecutor(cfg, cartpole(), seed=0)
+        try:
+            policy = BigUniform()
+            ws = executor.worker_set(policy)
+            assert set(ray.get([a.node_id.remote() for a in ws.actors])) == {node.node_id}
+            ws.sample(4)  # the first weights, and the workers warmed up
+            first = list(ws._weights)  # held, so their copy is not freed while the next one arrives
+            assert all(isinstance(w, ray.ObjectRef) for w in first) and len({w.hex() for w in first}) == 1
+            before = store_bytes(node.node_id)
+            with torch.no_grad():
+                policy.w.add_(1.0)  # a new version: sent again
+            ws.sync_weights()
+            ws.sample(4)
+            added = store_bytes(node.node_id) - before
+            del first
+            weights_bytes = 1024 * 1024 * 4
+            print(f"node store bytes added by one 4 MiB update read by 2 workers: {added} "
+                  f"({added / weights_bytes:.2f} x the weights)")
+            assert 0.9 * weights_bytes <= added <= 1.5 * weights_bytes, added
+        finally:
+            executor.stop()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
