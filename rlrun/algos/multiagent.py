@@ -228,12 +228,13 @@ class MultiAgent(Algorithm):
         num_envs = executor.num_envs_per_worker
         # No env factory: restored for eval / export (rlrun.export.restore), so no env copies and no sampler
         # (evaluate() builds its own); otherwise the sampler where the executor runs its workers.
-        if getattr(executor, "env_factory", None) is not None and self.remote:
-            self.sampler = RemoteSampler(executor.cfg, executor.env_factory, num_envs, seed, factories,
-                                         self.agent_policy, spaces, set(self.plans))
-        elif getattr(executor, "env_factory", None) is not None:
-            self.sampler = LocalSampler(executor.env_factory, num_envs, seed, acting, self.agent_policy, spaces,
-                                        set(self.plans))
+        if getattr(executor, "env_factory", None) is not None:
+            if self.remote:
+                self.sampler = RemoteSampler(executor.cfg, executor.env_factory, num_envs, seed, factories,
+                                             self.agent_policy, spaces, set(self.plans))
+            else:
+                self.sampler = LocalSampler(executor.env_factory, num_envs, seed, acting, self.agent_policy, spaces,
+                                            set(self.plans))
         self.returns = {pid: deque(maxlen=RETURN_WINDOW) for pid in self.policy_specs}
 
     def sync_changed_weights(self) -> None:
