@@ -126,6 +126,7 @@ class SweepCallback(Callback):
 
         logging.getLogger("alembic").setLevel(logging.WARNING)  # Optuna's import logs alembic's plugin set-up
         try:
+            pin_sweep_dir(config)
             start_sweep(config)
         except RlrunError as e:
             _report(e)
@@ -147,6 +148,26 @@ def _report(e: BaseException) -> None:
     if tracebacks_requested():
         raise SystemExit(getattr(e, "exit_code", 1)) from e
     report_and_exit(e)
+
+
+def pin_sweep_dir(config: DictConfig) -> Path:
+    """Make ``hydra.sweep.dir`` absolute, here in the process that starts the sweep, for every job.
+
+    A launcher composes each job's config from ``hydra.overrides.hydra`` plus the job's own overrides, and a job
+    resolves its output directory where it runs: a Ray-launched job on a node whose worker processes started
+    elsewhere (``ray start`` run from another directory) would write a relative ``multirun/...`` under *that*
+    directory, out of the sweep manifest's sight. An absolute override in ``hydra.overrides.hydra`` reaches every
+    launcher's jobs (the default's ``${now:...}`` is resolved once, here).
+    """
+    from omegaconf import read_write
+
+    sweep_dir = Path(str(config.hydra.sweep.dir)).expanduser().absolute()
+    quoted = "'" + str(sweep_dir).replace("'", "\\'") + "'"  # Hydra's quoted string: any path character
+    with read_write(config.hydra):
+        config.hydra.sweep.dir = str(sweep_dir)
+        kept = [o for o in config.hydra.overrides.hydra if not str(o).startswith("hydra.sweep.dir=")]
+        config.hydra.overrides.hydra = [*kept, f"hydra.sweep.dir={quoted}"]
+    return sweep_dir
 
 
 def start_sweep(config: DictConfig) -> dict[str, Any]:

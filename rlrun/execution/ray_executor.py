@@ -198,7 +198,7 @@ def connect(cfg: Any) -> bool:
         if cfg.get("preload_modules"):  # imported by the workers Ray starts ahead, while the driver works
             kwargs["_system_config"]["preload_python_modules"] = [str(m) for m in cfg.preload_modules]
     try:
-        ray.init(**kwargs)
+        _init(ray, kwargs)
     except Exception as e:  # noqa: BLE001 - e.g. no cluster at executor.address
         mismatch = version_mismatch(str(e))
         if mismatch:
@@ -206,6 +206,30 @@ def connect(cfg: Any) -> bool:
         raise RlrunError(f"executor=ray: cannot start or reach a Ray cluster "
                          f"(address={address or 'a new local cluster'}): {one_line(e)}") from None
     return not address
+
+
+CLIENT_INIT_TRIES = 3
+
+
+def _init(ray: Any, kwargs: dict[str, Any]) -> None:
+    """``ray.init``, tried again when Ray Client's server failed to start this client's session: its proxier
+    starts one server process per client and reports "Initialization failure from server" when that process dies
+    at start (seen on a loaded 2-core machine, the process gone within milliseconds and its log empty); a new
+    connection gets a new server process."""
+    for attempt in range(1, CLIENT_INIT_TRIES + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except ConnectionError as e:
+            if not (str(kwargs.get("address", "")).startswith("ray://") and "Initialization failure from server"
+                    in str(e) and attempt < CLIENT_INIT_TRIES):
+                raise
+            logging.getLogger(__name__).warning("Ray Client: the cluster's client server failed to start a session "
+                                                "for this driver (attempt %d of %d); trying again", attempt,
+                                                CLIENT_INIT_TRIES)
+            if ray.is_initialized():
+                ray.shutdown()
+            time.sleep(2.0 * attempt)
 
 
 def version_mismatch(message: str) -> str | None:

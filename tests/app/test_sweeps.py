@@ -56,7 +56,7 @@ def test_failing_job_is_reported_at_once_and_the_sweep_ends_with_a_summary_table
     assert "failed: env.id=NoSuchEnv-v0: not a registered gymnasium environment" in out[failure:].splitlines()[0]
     assert failure < out.index("#2 : seed=1 env.id=CartPole-v1")  # reported when it failed, before job 2 started
     assert "2 of 4 jobs did not complete: job 1 (failed), job 3 (failed)" in out
-    assert f"sweep.resume={Path('sw')}" in out
+    assert f"sweep.resume={workdir / 'sw'}" in out  # the sweep directory made absolute where the sweep started
 
     summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
     jobs = summary["jobs"]
