@@ -214,6 +214,17 @@ SUITE: tuple[Benchmark, ...] = (
         headline=("time_s/*", "env_steps/*", "fraction_reached/*", "ratio/*"),
         timeout_s=1800),
     Benchmark(
+        "peers", "benchmarks.peers",
+        "rlrun beside Stable-Baselines3, CleanRL (its scripts unchanged) and RLlib, each in its own venv, in one "
+        "invocation: CartPole PPO and DQN wall time to a mean return of 450, start-up to the first episode, peak "
+        "memory of the process tree; ratios peer / rlrun",
+        ci_args=("--quick",),
+        compared=("ratio/*/time_to_450/*", "*/fraction_reached"),
+        tolerances={"ratio/*": 0.35, "*/fraction_reached": 0.35},
+        goals={"ratio/cartpole_ppo/time_to_450/sb3_over_rlrun": 2.0},
+        headline=("ratio/*", "*/time_to_450_s", "*/first_episode_s", "*/peak_rss_mib"),
+        timeout_s=5400),
+    Benchmark(
         "executor_throughput", "benchmarks.executor_throughput",
         "executor=local vs executor=ray (1 and 2 workers, sync and async sampling) against the serial limit on Pong; "
         "Ray start-up (ray.init to first rollout) and the Ray processes' memory; dynamic batching of inference "

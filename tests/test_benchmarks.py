@@ -255,7 +255,7 @@ def test_benchmarks_wait_for_what_does_not_exist_yet() -> None:
 def test_the_ci_set_and_its_judgement() -> None:
     names = {b.name for b in ci_set()}
     assert {"logger_overhead", "learner_throughput", "sampling_limit", "time_to_threshold", "env_speed",
-            "component_overhead", "multiagent_sampling"} == names
+            "component_overhead", "multiagent_sampling", "peers"} == names
     suite = by_name()
     assert suite["logger_overhead"].goal("ratio/env_steps_per_s/tensorboard_vs_none") == 0.97
     assert suite["sampling_limit"].tolerance("fraction_of_limit/pong/x4/local") == 0.3

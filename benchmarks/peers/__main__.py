@@ -1,0 +1,408 @@
+"""``rlrun-bench peers`` (``python -m benchmarks.peers``): rlrun beside its peers, each in its own virtual
+environment, in one invocation, as ratios.
+
+Tasks (``--tasks``):
+
+- ``cartpole_ppo``, ``cartpole_dqn``: wall time from starting the contender's process to the first point at which
+  the mean return of its last 20 CartPole-v1 episodes reaches 450 (the figure MEASURED.md's peer figures use),
+  per seed; the env steps then; the time to its first finished episode (start-up: imports, env and model
+  construction, the first steps); and the peak memory of its whole process tree (RSS summed over the process and
+  its descendants, sampled every 0.25 s: Ray's processes included for RLlib).
+
+Contenders (``--contenders``), each with the settings its authors tuned for the task:
+
+- ``rlrun``: ``rlrun algo=<algo> env=cartpole`` (PPO with 8 env copies, the README's row), in this venv;
+- ``sb3``: Stable-Baselines3 with rl-baselines3-zoo's CartPole settings (contenders/sb3_cartpole.py);
+- ``cleanrl``: CleanRL's ``ppo.py`` / ``dqn.py`` as published (a pinned commit, checked by sha256), run unchanged
+  with their defaults and ``--seed``; their printed ``episodic_return`` lines are the episodes;
+- ``rllib``: RLlib's new API stack with its tuned example's settings (contenders/rllib_cartpole.py); RLlib reports
+  only its smoothed mean, made a 20-episode window.
+
+Every contender runs as a child process with ``OMP_NUM_THREADS=1`` (and sets one torch thread itself where its
+script allows); seeds interleave (seed 0 of every contender, then seed 1, ... with the order rotated each seed) so
+machine noise hits all alike; medians over seeds. A contender stops once it reaches the threshold, when its budget
+of env steps (its own: the zoo's ``n_timesteps``, CleanRL's ``--total-timesteps`` default) or ``--budget-s`` runs
+out. A peer that cannot run here (its venv does not install, a script cannot be fetched) is listed with the reason.
+
+Figures (flat keys): ``<task>/<contender>/time_to_450_s`` (median; null when fewer than half the seeds reached it),
+``.../env_steps_at_450``, ``.../first_episode_s``, ``.../peak_rss_mib``, ``.../fraction_reached``, per-seed lists
+(``<task>/<contender>/per_seed/<figure>``, with each run's error),
+``<task>/<contender>/version``, and ``ratio/<task>/time_to_450/<peer>_over_rlrun`` (> 1: rlrun is faster),
+``ratio/<task>/first_episode/<peer>_over_rlrun``, ``ratio/<task>/peak_rss/<peer>_over_rlrun``. Written as the
+usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per task beside it.
+
+    python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks cartpole_ppo,cartpole_dqn]
+                               [--contenders rlrun,sb3,cleanrl,rllib] [--budget-s 300]
+
+``--quick`` (CI): seed 0, ``cartpole_ppo`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from benchmarks.common import write_result
+from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, scripts_dir, version
+
+HERE = Path(__file__).resolve().parent
+THRESHOLD = 450.0
+WINDOW = 20
+TASKS = ("cartpole_ppo", "cartpole_dqn")
+CONTENDERS = ("rlrun", "sb3", "cleanrl", "rllib")
+CLEANRL_LINE = re.compile(r"global_step=(\d+), episodic_return=\[?([-0-9.e+]+)")
+
+
+# ------------------------------------------------------------------------------------------- one run, measured
+
+
+@dataclass
+class Run:
+    """What one contender's process did on one seed."""
+
+    reached_s: float | None = None
+    env_steps: int | None = None
+    first_episode_s: float | None = None
+    peak_rss_mib: float = 0.0
+    wall_s: float = 0.0
+    error: str | None = None
+    returns: list[float] = field(default_factory=list)
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every descendant of it, now."""
+    kids, tree, todo = _children(), [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(kids.get(p, []))
+    return tree
+
+
+def tree_rss_mib(pids: list[int]) -> float:
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 2**20
+
+
+def measure(command: list[str], parse: Callable[[str], tuple[list[float], float | None, int] | None],
+            budget_s: float, cwd: Path, env: dict[str, str]) -> Run:
+    """Start ``command``, time each parsed stdout line on arrival, stop it at the threshold or the budget."""
+    run = Run()
+    window: list[float] = []
+    lines: queue.Queue[tuple[float, str | None]] = queue.Queue()
+    stderr = tempfile.TemporaryFile(mode="w+")
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                            start_new_session=True)
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put((time.perf_counter() - start, line))
+        lines.put((time.perf_counter() - start, None))
+
+    threading.Thread(target=read, daemon=True).start()
+    tree = [proc.pid]
+    next_sample = 0.0
+    ended = False
+    while not ended:
+        now = time.perf_counter() - start
+        if now >= next_sample:
+            tree = sorted(set(tree) | set(process_tree(proc.pid))) if proc.poll() is None else tree
+            run.peak_rss_mib = max(run.peak_rss_mib, tree_rss_mib(process_tree(proc.pid)))
+            next_sample = now + 0.25
+        if now > budget_s:
+            run.error = f"budget of {budget_s:.0f} s reached"
+            break
+        try:
+            at, line = lines.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if line is None:
+            ended = True
+            break
+        parsed = parse(line)
+        if parsed is None:
+            continue
+        episodes, mean, steps = parsed
+        if episodes and run.first_episode_s is None:
+            run.first_episode_s = at
+        run.returns.extend(episodes)
+        window = (window + episodes)[-WINDOW:]
+        if mean is None and len(window) == WINDOW:
+            mean = sum(window) / WINDOW
+        if mean is not None and run.first_episode_s is None:
+            run.first_episode_s = at  # a smoothed-mean reporter: its first report
+        if mean is not None and mean >= THRESHOLD:
+            run.reached_s, run.env_steps = at, steps
+            break
+    run.wall_s = time.perf_counter() - start
+    _stop(proc, tree)
+    if run.reached_s is None and run.error is None:
+        stderr.seek(0)
+        tail = [ln for ln in stderr.read().splitlines() if ln.strip()][-3:]
+        run.error = (f"exit {proc.returncode} before reaching {THRESHOLD:.0f}" +
+                     (f": {' | '.join(tail)[-400:]}" if proc.returncode else " (its budget of env steps ran out)"))
+    stderr.close()
+    return run
+
+
+def _stop(proc: subprocess.Popen[str], tree: list[int]) -> None:
+    """End the contender and everything it started (Ray's processes too), by process id."""
+    everyone = set(tree) | set(process_tree(proc.pid))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        for p in everyone - {proc.pid}:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=10)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# ------------------------------------------------------------------------------------------------ contenders
+
+
+def json_lines(line: str) -> tuple[list[float], float | None, int] | None:
+    if not line.startswith("{"):
+        return None
+    try:
+        d = json.loads(line)
+    except ValueError:
+        return None
+    return [float(r) for r in d.get("episodes", [])], d.get("mean"), int(d.get("env_steps", 0))
+
+
+def cleanrl_lines(line: str) -> tuple[list[float], float | None, int] | None:
+    m = CLEANRL_LINE.search(line)
+    return ([float(m.group(2))], None, int(m.group(1))) if m else None
+
+
+@dataclass
+class Contender:
+    name: str
+    command: Callable[[str, int], list[str]]  # (algo, seed) -> argv
+    parse: Callable[[str], tuple[list[float], float | None, int] | None]
+    version: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def contender(name: str) -> Contender:
+    """The contender ``name``, its venv made when missing (PeerUnavailable: it cannot run here)."""
+    if name == "rlrun":
+        from importlib.metadata import version as dist_version
+
+        script = str(HERE / "contenders" / "rlrun_cartpole.py")
+        return Contender(name, lambda algo, seed: [sys.executable, script, "--algo", algo, "--seed", str(seed)],
+                         json_lines, dist_version("rlrun"))
+    peer = PEERS[name]
+    python = str(ensure(peer))
+    if name == "cleanrl":
+        folder = scripts_dir(peer)
+        return Contender(name, lambda algo, seed: [python, str(folder / "cleanrl" / f"{algo}.py"), "--seed",
+                                                   str(seed)],
+                         cleanrl_lines, f"cleanrl@{peer.script_url.split('/')[5][:8]}, gymnasium {version(peer)}",
+                         {"PYTHONPATH": str(folder)})
+    script = str(HERE / "contenders" / f"{name}_cartpole.py")
+    return Contender(name, lambda algo, seed: [python, script, "--algo", algo, "--seed", str(seed),
+                                               "--budget-env-steps", "500000"],
+                     json_lines, version(peer))
+
+
+# ------------------------------------------------------------------------------------------------- the bench
+
+
+def summarize(runs: list[Run]) -> dict[str, Any]:
+    reached = [r for r in runs if r.reached_s is not None]
+    half = len(reached) * 2 >= len(runs) and reached
+
+    def med(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    return {
+        "time_to_450_s": med([r.reached_s for r in reached]) if half else None,  # type: ignore[misc]
+        "env_steps_at_450": med([r.env_steps for r in reached]) if half else None,  # type: ignore[misc]
+        "first_episode_s": med([r.first_episode_s for r in runs if r.first_episode_s is not None]),
+        "peak_rss_mib": med([r.peak_rss_mib for r in runs]),
+        "fraction_reached": len(reached) / len(runs) if runs else None,
+        "per_seed": {"time_to_450_s": [r.reached_s for r in runs], "env_steps": [r.env_steps for r in runs],
+                     "first_episode_s": [r.first_episode_s for r in runs],
+                     "peak_rss_mib": [round(r.peak_rss_mib, 1) for r in runs],
+                     "errors": [r.error for r in runs]},
+    }
+
+
+def ratios(task: str, table: dict[str, dict[str, Any]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    ours = table.get("rlrun")
+    if not ours:
+        return out
+    for peer, row in table.items():
+        if peer == "rlrun":
+            continue
+        for figure, key in (("time_to_450", "time_to_450_s"), ("first_episode", "first_episode_s"),
+                            ("peak_rss", "peak_rss_mib")):
+            if row.get(key) and ours.get(key):
+                out[f"ratio/{task}/{figure}/{peer}_over_rlrun"] = round(row[key] / ours[key], 3)
+    return out
+
+
+def _rows(figures: dict[str, Any], task: str) -> dict[str, dict[str, Any]]:
+    """``{contender: {figure: value}}`` of one task, from the flat ``<task>/<contender>/<figure>`` keys."""
+    rows: dict[str, dict[str, Any]] = {}
+    for key, value in figures.items():
+        parts = key.split("/")
+        if len(parts) == 3 and parts[0] == task:
+            rows.setdefault(parts[1], {})[parts[2]] = value
+    return rows
+
+
+def markdown(figures: dict[str, Any], tasks: list[str], skipped: dict[str, str]) -> str:
+    lines = ["| task | contender | version | time to 450 (s, median) | reached | env steps at 450 | first episode (s) "
+             "| peak RSS (MiB) | peer / rlrun time |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def fmt(v: Any, digits: int = 1) -> str:
+        return "-" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
+
+    for task in tasks:
+        for name, row in _rows(figures, task).items():
+            ratio = figures.get(f"ratio/{task}/time_to_450/{name}_over_rlrun")
+            lines.append(f"| {task} | {name} | {row['version']} | {fmt(row['time_to_450_s'])} | "
+                         f"{fmt(row['fraction_reached'], 2)} | {fmt(row['env_steps_at_450'], 0)} | "
+                         f"{fmt(row['first_episode_s'], 2)} | {fmt(row['peak_rss_mib'], 0)} | "
+                         f"{fmt(ratio, 2) if name != 'rlrun' else '1'} |")
+    for name, why in skipped.items():
+        lines.append(f"\n- **{name}** did not run: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def bar_charts(figures: dict[str, Any], tasks: list[str], stem: Path) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    out = []
+    for task in tasks:
+        rows = {n: r for n, r in _rows(figures, task).items() if r.get("time_to_450_s")}
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3))
+        names = list(rows)
+        ax.bar(names, [rows[n]["time_to_450_s"] for n in names],
+               color=["tab:green" if n == "rlrun" else "tab:gray" for n in names])
+        ax.set_ylabel("seconds to mean return 450 (median)")
+        ax.set_title(f"{task}: wall time to 450, lower is better", fontsize=9)
+        fig.tight_layout()
+        path = stem.with_name(f"{stem.name}-{task}.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        out.append(path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="rlrun-bench peers", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="seed 0, cartpole_ppo only (CI)")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--contenders", default=",".join(CONTENDERS))
+    p.add_argument("--budget-s", type=float, default=300.0, help="wall-time cap of one run")
+    args = p.parse_args(argv)
+    seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
+    tasks = ["cartpole_ppo"] if args.quick else args.tasks.split(",")
+    unknown = [t for t in tasks if t not in TASKS] + [c for c in args.contenders.split(",") if c not in CONTENDERS]
+    if unknown:
+        raise SystemExit(f"rlrun-bench peers: unknown {unknown}; tasks: {TASKS}, contenders: {CONTENDERS}")
+    ready: dict[str, Contender] = {}
+    skipped: dict[str, str] = {}
+    for name in args.contenders.split(","):
+        try:
+            ready[name] = contender(name)
+        except PeerUnavailable as e:
+            skipped[name] = str(e)
+            print(f"peers: {name} skipped: {e}", flush=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+           "RAY_AUTH_MODE": "disabled", "RAY_DEDUP_LOGS": "0"}
+    env.pop("RAY_ADDRESS", None)
+    figures: dict[str, Any] = {"threshold": THRESHOLD, "window": WINDOW, "seeds": seeds}
+    names = list(ready)
+    for task in tasks:
+        algo = task.split("_", 1)[1]
+        runs: dict[str, list[Run]] = {n: [] for n in names}
+        for i, seed in enumerate(seeds):
+            order = names[i % len(names):] + names[:i % len(names)]
+            for name in order:
+                c = ready[name]
+                with tempfile.TemporaryDirectory(prefix=f"peers-{name}-") as cwd:
+                    run = measure(c.command(algo, seed), c.parse, args.budget_s, Path(cwd), {**env, **c.env})
+                runs[name].append(run)
+                print(f"peers: {task} {name} seed {seed}: "
+                      + (f"450 at {run.reached_s:.1f} s, {run.env_steps} env steps" if run.reached_s is not None
+                         else f"not reached ({run.error})")
+                      + f"; first episode {run.first_episode_s or float('nan'):.2f} s; peak {run.peak_rss_mib:.0f}"
+                        f" MiB", flush=True)
+        table = {n: {**summarize(runs[n]), "version": ready[n].version} for n in names}
+        figures.update(ratios(task, table))
+        for n, row in table.items():
+            for key, value in row.items():
+                if key == "per_seed":
+                    figures.update({f"{task}/{n}/per_seed/{k}": v for k, v in value.items()})
+                else:
+                    figures[f"{task}/{n}/{key}"] = value
+    figures["skipped"] = skipped
+    command = "python -m benchmarks.peers " + " ".join(argv if argv is not None else sys.argv[1:])
+    path = write_result("peers", figures, command)
+    stem = path.with_suffix("")
+    stem.with_suffix(".md").write_text(markdown(figures, tasks, skipped))
+    charts = bar_charts(figures, tasks, stem)
+    print(markdown(figures, tasks, skipped))
+    print(f"peers: {path}" + "".join(f", {c.name}" for c in charts))
+
+
+if __name__ == "__main__":
+    main()

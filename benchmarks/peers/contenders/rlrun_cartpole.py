@@ -1,0 +1,48 @@
+"""rlrun on CartPole-v1 (``rlrun algo=<algo> env=cartpole``, the README's settings: PPO with 8 env copies), built
+by the registry and stepped iteration by iteration as ``run_experiment`` does, without checkpoints or loggers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+OVERRIDES = {"ppo": ["executor.num_envs=8"], "dqn": []}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--algo", default="ppo")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget-env-steps", type=int, default=200_000)
+    args = p.parse_args()
+    import torch
+    from omegaconf import OmegaConf
+
+    from rlrun.app.run import RunLoop, seed_everything
+    from rlrun.config import compose
+    from rlrun.devices import resolve_device
+    from rlrun.registry import registry
+
+    torch.set_num_threads(1)
+    cfg = compose([f"algo={args.algo}", "env=cartpole", f"seed={args.seed}",
+                   f"stop.env_steps={args.budget_env_steps}", "stop.episode_return_mean=null", "logger=none",
+                   *OVERRIDES[args.algo]])
+    seed_everything(args.seed)
+    env_factory = registry.build("env", cfg.env.name, cfg.env)
+    executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, args.seed)
+    plan = registry.get("algo", args.algo)(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
+                                           resolve_device(cfg.device), args.seed)
+    loop = RunLoop(cfg, env_factory.spec.frame_skip)
+    try:
+        while loop.env_steps < args.budget_env_steps:
+            result = plan.training_step()
+            loop.add(result)
+            if result.episode_returns:
+                print(json.dumps({"episodes": [float(r) for r in result.episode_returns],
+                                  "env_steps": int(loop.env_steps)}), flush=True)
+    finally:
+        plan.stop()
+
+
+if __name__ == "__main__":
+    main()
