@@ -122,7 +122,6 @@ def measure(command: list[str], parse: Callable[[str], tuple[list[float], float 
             budget_s: float, cwd: Path, env: dict[str, str]) -> Run:
     """Start ``command``, time each parsed stdout line on arrival, stop it at the threshold or the budget."""
     run = Run()
-    window: list[float] = []
     lines: queue.Queue[tuple[float, str | None]] = queue.Queue()
     stderr = tempfile.TemporaryFile(mode="w+")
     start = time.perf_counter()
@@ -137,12 +136,32 @@ def measure(command: list[str], parse: Callable[[str], tuple[list[float], float 
 
     threading.Thread(target=read, daemon=True).start()
     tree = [proc.pid]
+    try:
+        _follow(proc, tree, lines, parse, budget_s, start, run)
+    finally:  # also when this benchmark is interrupted: its contender (a session of its own) ends with it
+        run.wall_s = time.perf_counter() - start
+        _stop(proc, tree)
+    if run.reached_s is None and run.error is None:
+        stderr.seek(0)
+        tail = [ln for ln in stderr.read().splitlines() if ln.strip()][-3:]
+        run.error = (f"exit {proc.returncode} before reaching {THRESHOLD:.0f}" +
+                     (f": {' | '.join(tail)[-400:]}" if proc.returncode else " (its budget of env steps ran out)"))
+    stderr.close()
+    return run
+
+
+def _follow(proc: subprocess.Popen[str], tree: list[int], lines: queue.Queue[tuple[float, str | None]],
+            parse: Callable[[str], tuple[list[float], float | None, int] | None], budget_s: float, start: float,
+            run: Run) -> None:
+    """Read the contender's lines until it reaches the threshold, ends, or runs out of time; sample its memory."""
+    window: list[float] = []
     next_sample = 0.0
     ended = False
     while not ended:
         now = time.perf_counter() - start
         if now >= next_sample:
-            tree = sorted(set(tree) | set(process_tree(proc.pid))) if proc.poll() is None else tree
+            if proc.poll() is None:
+                tree[:] = sorted(set(tree) | set(process_tree(proc.pid)))
             run.peak_rss_mib = max(run.peak_rss_mib, tree_rss_mib(process_tree(proc.pid)))
             next_sample = now + 0.25
         if now > budget_s:
@@ -170,15 +189,6 @@ def measure(command: list[str], parse: Callable[[str], tuple[list[float], float 
         if mean is not None and mean >= THRESHOLD:
             run.reached_s, run.env_steps = at, steps
             break
-    run.wall_s = time.perf_counter() - start
-    _stop(proc, tree)
-    if run.reached_s is None and run.error is None:
-        stderr.seek(0)
-        tail = [ln for ln in stderr.read().splitlines() if ln.strip()][-3:]
-        run.error = (f"exit {proc.returncode} before reaching {THRESHOLD:.0f}" +
-                     (f": {' | '.join(tail)[-400:]}" if proc.returncode else " (its budget of env steps ran out)"))
-    stderr.close()
-    return run
 
 
 def _stop(proc: subprocess.Popen[str], tree: list[int]) -> None:
@@ -353,6 +363,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--contenders", default=",".join(CONTENDERS))
     p.add_argument("--budget-s", type=float, default=300.0, help="wall-time cap of one run")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SIGTERM too ends the running contender (finally)
     seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
     tasks = ["cartpole_ppo"] if args.quick else args.tasks.split(",")
     unknown = [t for t in tasks if t not in TASKS] + [c for c in args.contenders.split(",") if c not in CONTENDERS]

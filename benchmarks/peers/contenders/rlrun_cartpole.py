@@ -1,5 +1,6 @@
 """rlrun on CartPole-v1 (``rlrun algo=<algo> env=cartpole``, the README's settings: PPO with 8 env copies), built
-by the registry and stepped iteration by iteration as ``run_experiment`` does, without checkpoints or loggers."""
+by the registry and stepped iteration by iteration as ``run_experiment`` does, without checkpoints or loggers. Its
+budget is rlrun's default ``stop.env_steps`` (what a user's run gets), unless ``--budget-env-steps`` is given."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--algo", default="ppo")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget-env-steps", type=int, default=200_000)
+    p.add_argument("--budget-env-steps", type=int, default=None,
+                   help="default: rlrun's own stop.env_steps (100k, as the zoo's n_timesteps); PPO's learning-rate and "
+                        "clip schedules anneal over it")
     args = p.parse_args()
     import torch
     from omegaconf import OmegaConf
@@ -24,9 +27,9 @@ def main() -> None:
     from rlrun.registry import registry
 
     torch.set_num_threads(1)
-    cfg = compose([f"algo={args.algo}", "env=cartpole", f"seed={args.seed}",
-                   f"stop.env_steps={args.budget_env_steps}", "stop.episode_return_mean=null", "logger=none",
-                   *OVERRIDES[args.algo]])
+    budget = [f"stop.env_steps={args.budget_env_steps}"] if args.budget_env_steps else []
+    cfg = compose([f"algo={args.algo}", "env=cartpole", f"seed={args.seed}", *budget, "stop.episode_return_mean=null",
+                   "logger=none", *OVERRIDES[args.algo]])
     seed_everything(args.seed)
     env_factory = registry.build("env", cfg.env.name, cfg.env)
     executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, args.seed)
@@ -34,7 +37,7 @@ def main() -> None:
                                            resolve_device(cfg.device), args.seed)
     loop = RunLoop(cfg, env_factory.spec.frame_skip)
     try:
-        while loop.env_steps < args.budget_env_steps:
+        while loop.env_steps < int(cfg.stop.env_steps):
             result = plan.training_step()
             loop.add(result)
             if result.episode_returns:
