@@ -166,3 +166,12 @@ def test_the_ci_runs_the_quick_form() -> None:
     assert peers.goal("ratio/cartpole_ppo/time_to_450/sb3_over_rlrun") == 2.0
     assert json.dumps(peers.is_compared("ratio/cartpole_ppo/time_to_450/sb3_over_rlrun")) == "true"
     assert not peers.is_compared("cartpole_ppo/rlrun/time_to_450_s")  # absolute times are never compared
+
+
+def test_a_warm_up_stops_at_the_first_episode(tmp_path: Path) -> None:
+    command = child(tmp_path, """
+        print(json.dumps({"episodes": [12.0], "env_steps": 12}), flush=True)
+        time.sleep(120)
+    """)
+    run = measure(command, json_lines, budget_s=60, cwd=tmp_path, env=ENV, until_first_episode=True)
+    assert run.error == "warm-up" and run.first_episode_s is not None and run.wall_s < 30

@@ -18,11 +18,13 @@ Contenders (``--contenders``), each with the settings its authors tuned for the 
 - ``rllib``: RLlib's new API stack with its tuned example's settings (contenders/rllib_cartpole.py); RLlib reports
   only its smoothed mean, made a 20-episode window.
 
-Every contender runs as a child process with ``OMP_NUM_THREADS=1`` (and sets one torch thread itself where its
-script allows); seeds interleave (seed 0 of every contender, then seed 1, ... with the order rotated each seed) so
-machine noise hits all alike; medians over seeds. A contender stops once it reaches the threshold, when its budget
-of env steps (its own: the zoo's ``n_timesteps``, CleanRL's ``--total-timesteps`` default) or ``--budget-s`` runs
-out. A peer that cannot run here (its venv does not install, a script cannot be fetched) is listed with the reason.
+Every contender runs as a child process, after one untimed warm-up start (its imports' bytecode written, as on a
+user's machine; ``PYTHONDONTWRITEBYTECODE`` is unset for them), with ``OMP_NUM_THREADS=1`` (and sets one torch
+thread itself where its script allows); seeds interleave (seed 0 of every contender, then seed 1, ... with the
+order rotated each seed) so machine noise hits all alike; medians over seeds. A contender stops once it reaches
+the threshold, when its budget of env steps (its own: the zoo's ``n_timesteps``, CleanRL's ``--total-timesteps``
+default, rlrun's ``stop.env_steps``) or ``--budget-s`` runs out. A peer that cannot run here (its venv does not
+install, a script cannot be fetched) is listed with the reason.
 
 Figures (flat keys): ``<task>/<contender>/time_to_450_s`` (median; null when fewer than half the seeds reached it),
 ``.../env_steps_at_450``, ``.../first_episode_s``, ``.../peak_rss_mib``, ``.../fraction_reached``, per-seed lists
@@ -119,8 +121,9 @@ def tree_rss_mib(pids: list[int]) -> float:
 
 
 def measure(command: list[str], parse: Callable[[str], tuple[list[float], float | None, int] | None],
-            budget_s: float, cwd: Path, env: dict[str, str]) -> Run:
-    """Start ``command``, time each parsed stdout line on arrival, stop it at the threshold or the budget."""
+            budget_s: float, cwd: Path, env: dict[str, str], until_first_episode: bool = False) -> Run:
+    """Start ``command``, time each parsed stdout line on arrival, stop it at the threshold or the budget (or at
+    its first episode: a warm-up)."""
     run = Run()
     lines: queue.Queue[tuple[float, str | None]] = queue.Queue()
     stderr = tempfile.TemporaryFile(mode="w+")
@@ -137,7 +140,7 @@ def measure(command: list[str], parse: Callable[[str], tuple[list[float], float 
     threading.Thread(target=read, daemon=True).start()
     tree = [proc.pid]
     try:
-        _follow(proc, tree, lines, parse, budget_s, start, run)
+        _follow(proc, tree, lines, parse, budget_s, start, run, until_first_episode)
     finally:  # also when this benchmark is interrupted: its contender (a session of its own) ends with it
         run.wall_s = time.perf_counter() - start
         _stop(proc, tree)
@@ -152,7 +155,7 @@ def measure(command: list[str], parse: Callable[[str], tuple[list[float], float 
 
 def _follow(proc: subprocess.Popen[str], tree: list[int], lines: queue.Queue[tuple[float, str | None]],
             parse: Callable[[str], tuple[list[float], float | None, int] | None], budget_s: float, start: float,
-            run: Run) -> None:
+            run: Run, until_first_episode: bool = False) -> None:
     """Read the contender's lines until it reaches the threshold, ends, or runs out of time; sample its memory."""
     window: list[float] = []
     next_sample = 0.0
@@ -186,6 +189,9 @@ def _follow(proc: subprocess.Popen[str], tree: list[int], lines: queue.Queue[tup
             mean = sum(window) / WINDOW
         if mean is not None and run.first_episode_s is None:
             run.first_episode_s = at  # a smoothed-mean reporter: its first report
+        if until_first_episode and run.first_episode_s is not None:
+            run.error = "warm-up"
+            break
         if mean is not None and mean >= THRESHOLD:
             run.reached_s, run.env_steps = at, steps
             break
@@ -380,6 +386,14 @@ def main(argv: list[str] | None = None) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
            "RAY_AUTH_MODE": "disabled", "RAY_DEDUP_LOGS": "0"}
     env.pop("RAY_ADDRESS", None)
+    # Bytecode as on a user's machine: with PYTHONDONTWRITEBYTECODE (set on this machine class) a venv without .pyc
+    # files compiles every module it imports at each start (measured: rlrun's first episode 5.5 s instead of 4.3 s,
+    # and each peer's venv differs). It is unset, and one untimed warm-up start per contender writes them.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    for name, c in ready.items():
+        with tempfile.TemporaryDirectory(prefix=f"peers-warmup-{name}-") as cwd:
+            measure(c.command(TASKS[0].split("_", 1)[1], 0), c.parse, args.budget_s, Path(cwd), {**env, **c.env},
+                    until_first_episode=True)
     figures: dict[str, Any] = {"threshold": THRESHOLD, "window": WINDOW, "seeds": seeds}
     names = list(ready)
     for task in tasks:
