@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TORCH = "torch==2.13.0"
+# Extra pip arguments for the torch install, e.g. "--index-url https://download.pytorch.org/whl/cpu" where PyPI's
+# torch would bring CUDA packages (CI runners); here pip's find-links already holds the CPU wheel.
+TORCH_PIP_ARGS_ENV = "RLRUN_PEERS_TORCH_PIP_ARGS"
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ def ensure(peer: Peer, log=print) -> Path:  # type: ignore[no-untyped-def]
     if not (root / "ready.json").exists():
         log(f"peers: making the {peer.name} venv in {root} (once; later runs reuse it)")
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
-        for packages in ([TORCH], list(peer.packages)):
+        torch_args = os.environ.get(TORCH_PIP_ARGS_ENV, "").split()
+        for packages in ([TORCH, *torch_args], list(peer.packages)):
             done = subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], capture_output=True,
                                   text=True)
             if done.returncode != 0:
