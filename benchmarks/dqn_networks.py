@@ -99,6 +99,8 @@ def bare_input(obs: torch.Tensor, network: str) -> torch.Tensor:
     if network in ("nature_cnn", "impala_resnet"):
         obs = obs.reshape(-1, *obs.shape[-3:])
         return obs.to(torch.float32) * (1.0 / 255.0)
+    if obs.dim() > 2:  # a rollout's [T, B, n] of vector observations (the MLP cases' observations are vectors)
+        obs = obs.reshape(-1, obs.shape[-1])
     return obs.reshape(obs.shape[0], -1).to(torch.float32)
 
 
