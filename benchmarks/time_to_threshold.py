@@ -37,6 +37,7 @@ import time
 from typing import Any, Callable
 
 from benchmarks.common import load_average, write_result
+from benchmarks.peers.contenders.sb3_cartpole import SETTINGS as SB3_ZOO_SETTINGS
 
 ALGOS = ("dqn", "ppo")  # rlrun algorithms measured when registered (ppo does not exist yet)
 THRESHOLDS = (450.0, 475.0)
@@ -101,16 +102,9 @@ def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps:
 
 # ------------------------------------------------------------------------------------------------ peers
 
-# rl-baselines3-zoo, hyperparams/ppo.yml and dqn.yml, CartPole-v1 (lin_X: X times the remaining progress)
-SB3_SETTINGS: dict[str, dict[str, Any]] = {
-    "ppo": {"n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256, "gae_lambda": 0.8,
-            "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0, "learning_rate": ("lin", 1e-3),
-            "clip_range": ("lin", 0.2)},
-    "dqn": {"n_envs": 1, "n_timesteps": 50_000, "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000,
-            "learning_starts": 1000, "gamma": 0.99, "target_update_interval": 10, "train_freq": 256,
-            "gradient_steps": 128, "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
-            "policy_kwargs": {"net_arch": [256, 256]}},
-}
+# rl-baselines3-zoo, hyperparams/ppo.yml and dqn.yml, CartPole-v1 (lin_X: X times the remaining progress): the same
+# settings as the peers benchmark's Stable-Baselines3 contender, which runs them in SB3's own venv.
+SB3_SETTINGS: dict[str, dict[str, Any]] = SB3_ZOO_SETTINGS
 
 
 def _linear_schedule(start: float) -> Callable[[float], float]:
