@@ -175,3 +175,17 @@ def test_a_warm_up_stops_at_the_first_episode(tmp_path: Path) -> None:
     """)
     run = measure(command, json_lines, budget_s=60, cwd=tmp_path, env=ENV, until_first_episode=True)
     assert run.error == "warm-up" and run.first_episode_s is not None and run.wall_s < 30
+
+
+def test_the_table_and_charts_stay_in_the_results_folder_under_the_suite_runner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.common import OUT_ENV, RESULTS_ENV
+    from benchmarks.peers.__main__ import output_stem
+
+    record = tmp_path / "results" / "2026-01-01-abc-peers.json"
+    monkeypatch.delenv(OUT_ENV, raising=False)
+    assert output_stem(record) == record.with_suffix("")
+    monkeypatch.setenv(OUT_ENV, str(tmp_path / "results" / "tmp" / "peers-1.json"))  # the runner's scratch file
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "results"))
+    stem = output_stem(tmp_path / "results" / "tmp" / "peers-1.json")
+    assert stem.parent == tmp_path / "results" and stem.name.endswith("-peers")

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import write_result
+from benchmarks.common import OUT_ENV, fingerprint, results_dir, write_result
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, scripts_dir, version
 
 HERE = Path(__file__).resolve().parent
@@ -361,6 +361,20 @@ def bar_charts(figures: dict[str, Any], tasks: list[str], stem: Path) -> list[Pa
     return out
 
 
+def output_stem(record: Path) -> Path:
+    """Where the table (``.md``) and the charts (``-<task>.png``) go: beside the record of a standalone run; under
+    ``rlrun-bench`` (which collects the record from a scratch file) into the results folder, named as a standalone
+    record would be."""
+    if not os.environ.get(OUT_ENV):
+        return record.with_suffix("")
+    import datetime as dt
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+    folder = results_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{stamp}-{fingerprint()['commit'] or 'nocommit'}-peers"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="rlrun-bench peers", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="seed 0, cartpole_ppo only (CI)")
@@ -422,7 +436,7 @@ def main(argv: list[str] | None = None) -> None:
     figures["skipped"] = skipped
     command = "python -m benchmarks.peers " + " ".join(argv if argv is not None else sys.argv[1:])
     path = write_result("peers", figures, command)
-    stem = path.with_suffix("")
+    stem = output_stem(path)
     stem.with_suffix(".md").write_text(markdown(figures, tasks, skipped))
     charts = bar_charts(figures, tasks, stem)
     print(markdown(figures, tasks, skipped))
