@@ -37,7 +37,7 @@ import time
 from typing import Any, Callable
 
 from benchmarks.common import load_average, write_result
-from benchmarks.peers.contenders.sb3_cartpole import SETTINGS as SB3_ZOO_SETTINGS
+from benchmarks.peers.contenders.sb3_cartpole import SETTINGS as SB3_SETTINGS
 
 ALGOS = ("dqn", "ppo")  # rlrun algorithms measured when registered (ppo does not exist yet)
 THRESHOLDS = (450.0, 475.0)
@@ -102,9 +102,8 @@ def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps:
 
 # ------------------------------------------------------------------------------------------------ peers
 
-# rl-baselines3-zoo, hyperparams/ppo.yml and dqn.yml, CartPole-v1 (lin_X: X times the remaining progress): the same
-# settings as the peers benchmark's Stable-Baselines3 contender, which runs them in SB3's own venv.
-SB3_SETTINGS: dict[str, dict[str, Any]] = SB3_ZOO_SETTINGS
+# Stable-Baselines3's settings (SB3_SETTINGS): rl-baselines3-zoo's CartPole ones, shared with the peers benchmark's
+# SB3 contender, which runs them in SB3's own venv.
 
 
 def _linear_schedule(start: float) -> Callable[[float], float]:

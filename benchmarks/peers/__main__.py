@@ -159,13 +159,12 @@ def _follow(proc: subprocess.Popen[str], tree: list[int], lines: queue.Queue[tup
     """Read the contender's lines until it reaches the threshold, ends, or runs out of time; sample its memory."""
     window: list[float] = []
     next_sample = 0.0
-    ended = False
-    while not ended:
+    while True:
         now = time.perf_counter() - start
         if now >= next_sample:
-            if proc.poll() is None:
-                tree[:] = sorted(set(tree) | set(process_tree(proc.pid)))
-            run.peak_rss_mib = max(run.peak_rss_mib, tree_rss_mib(process_tree(proc.pid)))
+            alive = process_tree(proc.pid)
+            tree[:] = sorted(set(tree) | set(alive))  # everyone seen, for _stop
+            run.peak_rss_mib = max(run.peak_rss_mib, tree_rss_mib(alive))
             next_sample = now + 0.25
         if now > budget_s:
             run.error = f"budget of {budget_s:.0f} s reached"
@@ -175,7 +174,6 @@ def _follow(proc: subprocess.Popen[str], tree: list[int], lines: queue.Queue[tup
         except queue.Empty:
             continue
         if line is None:
-            ended = True
             break
         parsed = parse(line)
         if parsed is None:
