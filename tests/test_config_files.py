@@ -87,10 +87,11 @@ def test_every_algo_has_its_option_and_its_schema_beside_it() -> None:
 
 @pytest.mark.parametrize("algo", ["dqn", "ppo", "a2c", "trpo", "sac", "impala", "appo", "apex"])
 def test_a_composed_algo_node_is_its_schema_defaults(algo: str) -> None:
-    """What ``algo=<name>`` composes is the schema's defaults, except the LR horizon, which follows the run's budget."""
+    """What ``algo=<name>`` composes is the schema's defaults, except the LR horizon, which follows the run's budget
+    (``~algo_env``: without the (algo, env) preset, e.g. conf/algo_env/ppo_cartpole.yaml for the default env)."""
     from rlrun.config import compose
 
-    node = OmegaConf.to_container(compose([f"algo={algo}", "stop.env_steps=12345"]).algo, resolve=True)
+    node = OmegaConf.to_container(compose([f"algo={algo}", "~algo_env", "stop.env_steps=12345"]).algo, resolve=True)
     want = _defaults(registry.schema("algo", algo))
     if "total_env_steps" in want:
         want["total_env_steps"] = 12345

@@ -101,8 +101,9 @@ def rows(schema: type, node: Any, prefix: str) -> Iterator[KeyRow]:
 
 
 def option_rows(group: str, option: str) -> tuple[type, list[KeyRow]]:
-    """The schema and key rows of ``<group>=<option>`` as composed."""
-    cfg = compose([f"{group}={option}"], check=False)  # env=atari leaves env.game to the user
+    """The schema and key rows of ``<group>=<option>`` as composed, without the (algo, env) preset that the default
+    env would add (``~algo_env``: ``keys algo=ppo`` shows PPO's own defaults, not conf/algo_env/ppo_cartpole.yaml's)."""
+    cfg = compose([f"{group}={option}", "~algo_env"], check=False)  # env=atari leaves env.game to the user
     schema = schema_for(group, cfg[group])
     node = OmegaConf.to_container(cfg[group], resolve=False)
     return schema, list(rows(schema, node, group))
