@@ -1,4 +1,4 @@
-"""rlrun on CartPole-v1 (``rlrun algo=<algo> env=cartpole``, the README's settings: PPO with 8 env copies), built
+"""rlrun on CartPole-v1 (``rlrun algo=<algo> env=cartpole``: PPO with its CartPole preset, 8 env copies), built
 by the registry and stepped iteration by iteration as ``run_experiment`` does, without checkpoints or loggers. Its
 budget is rlrun's default ``stop.env_steps`` (what a user's run gets), unless ``--budget-env-steps`` is given."""
 
@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-
-OVERRIDES = {"ppo": ["executor.num_envs=8"], "dqn": []}
 
 
 def main() -> None:
@@ -29,7 +27,7 @@ def main() -> None:
     torch.set_num_threads(1)
     budget = [f"stop.env_steps={args.budget_env_steps}"] if args.budget_env_steps else []
     cfg = compose([f"algo={args.algo}", "env=cartpole", f"seed={args.seed}", *budget, "stop.episode_return_mean=null",
-                   "logger=none", *OVERRIDES[args.algo]])
+                   "logger=none"])
     seed_everything(args.seed)
     env_factory = registry.build("env", cfg.env.name, cfg.env)
     executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, args.seed)
