@@ -12,6 +12,7 @@ from torch import nn
 
 from rlrun.components import base
 from rlrun.components.base import Component, api
+from rlrun.components.optimizers import fused_adam
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "rmsprop": torch.optim.RMSprop,
               "adamw": torch.optim.AdamW}
@@ -51,13 +52,17 @@ class GradientStep(Component):
             raise ValueError(f"optimizer '{optimizer}' is not one of {', '.join(OPTIMIZERS)}")
         self.optimizer_name, self.lr, self.max_grad_norm = optimizer, lr, max_grad_norm
         self.optimizer_kwargs = optimizer_kwargs
-        self.optimizer: torch.optim.Optimizer | None = None
+        self.optimizer: torch.optim.Optimizer | fused_adam.FusedAdam | None = None
         self._params: list[nn.Parameter] = []
 
     def attach(self, parameters: Iterable[nn.Parameter]) -> "GradientStep":
         """Set the parameters this module optimises (called by the owner in its build step)."""
         self._params = [p for p in parameters if p.requires_grad]
-        self.optimizer = OPTIMIZERS[self.optimizer_name](self._params, lr=self.lr, **self.optimizer_kwargs)
+        if self.optimizer_name == "adam" and fused_adam.supports(self._params, **self.optimizer_kwargs):
+            # torch's fused Adam kernel without torch.optim's wrappers (the same updates; no torch._dynamo import)
+            self.optimizer = fused_adam.FusedAdam(self._params, lr=self.lr, **self.optimizer_kwargs)
+        else:
+            self.optimizer = OPTIMIZERS[self.optimizer_name](self._params, lr=self.lr, **self.optimizer_kwargs)
         self.built = True
         return self
 
