@@ -131,12 +131,12 @@ class FusedAdam:
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
-        for mine, saved in zip(self.param_groups, saved_groups):
+        for mine, saved in zip(self.param_groups, saved_groups, strict=True):
             if len(mine["params"]) != len(saved["params"]):
                 raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
                                  "optimizer's group")
-        params = {i: p for mine, saved in zip(self.param_groups, saved_groups)
-                  for i, p in zip(saved["params"], mine["params"])}
+        params = {i: p for mine, saved in zip(self.param_groups, saved_groups, strict=True)
+                  for i, p in zip(saved["params"], mine["params"], strict=True)}
         state: defaultdict[torch.Tensor, dict[str, Any]] = defaultdict(dict)
         for i, values in state_dict["state"].items():
             if i not in params:
@@ -147,4 +147,4 @@ class FusedAdam:
                         else copy.deepcopy(v) for k, v in values.items()}
         self.state = state
         self.param_groups = [{**{k: v for k, v in saved.items() if k != "params"}, "params": mine["params"]}
-                             for mine, saved in zip(self.param_groups, saved_groups)]
+                             for mine, saved in zip(self.param_groups, saved_groups, strict=True)]
