@@ -130,6 +130,25 @@ def test_the_rlrun_contender_reports_its_episodes(tmp_path: Path) -> None:
     assert parsed[-1][2] == 512 and all(1.0 <= r <= 500.0 for p in parsed for r in p[0])
 
 
+def test_rlrun_zoo_runs_the_settings_stable_baselines3_runs() -> None:
+    """The rlrun_zoo contender (rlrun without its CartPole preset) and the SB3 contender: the same PPO settings."""
+    from benchmarks.peers.__main__ import contender
+    from benchmarks.peers.contenders.rlrun_cartpole import overrides
+    from benchmarks.peers.contenders.sb3_cartpole import SETTINGS
+    from rlrun.config import compose
+
+    assert "--no-preset" in contender("rlrun_zoo").command("ppo", 0)
+    assert "--no-preset" not in contender("rlrun").command("ppo", 0)
+    zoo, tuned = compose(overrides("ppo", 0, no_preset=True)), compose(overrides("ppo", 0))
+    sb3 = SETTINGS["ppo"]
+    assert [zoo.executor.num_envs, zoo.stop.env_steps, zoo.algo.rollout_steps, zoo.algo.minibatch_size,
+            zoo.algo.gae_lambda, zoo.algo.gamma, zoo.algo.num_epochs, zoo.algo.ent_coef, zoo.algo.lr,
+            zoo.algo.anneal_lr, zoo.algo.clip_eps, zoo.algo.anneal_clip] == [
+        sb3["n_envs"], sb3["n_timesteps"], sb3["n_steps"], sb3["batch_size"], sb3["gae_lambda"], sb3["gamma"],
+        sb3["n_epochs"], sb3["ent_coef"], sb3["learning_rate"][1], True, sb3["clip_range"][1], True]
+    assert [tuned.algo.num_epochs, tuned.algo.lr, tuned.executor.num_envs] == [10, 3e-3, 8]  # rlrun's preset
+
+
 def test_a_published_script_that_differs_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RLRUN_PEERS_DIR", str(tmp_path))
     peer = PEERS["cleanrl"]

@@ -65,6 +65,9 @@ THRESHOLD = 450.0
 WINDOW = 20
 TASKS = ("cartpole_ppo", "cartpole_dqn")
 CONTENDERS = ("rlrun", "sb3", "cleanrl", "rllib")
+# Asked for by name only: rlrun without its (algo, env) preset, i.e. PPO with the zoo's CartPole settings that
+# Stable-Baselines3 runs (20 epochs, lr 1e-3, 8 copies): its row separates rlrun's speed from its tuned settings.
+EXTRA_CONTENDERS = ("rlrun_zoo",)
 CLEANRL_LINE = re.compile(r"global_step=(\d+), episodic_return=\[?([-0-9.e+]+)")
 
 
@@ -245,12 +248,14 @@ class Contender:
 
 def contender(name: str) -> Contender:
     """The contender ``name``, its venv made when missing (PeerUnavailable: it cannot run here)."""
-    if name == "rlrun":
+    if name in ("rlrun", "rlrun_zoo"):
         from importlib.metadata import version as dist_version
 
         script = str(HERE / "contenders" / "rlrun_cartpole.py")
-        return Contender(name, lambda algo, seed: [sys.executable, script, "--algo", algo, "--seed", str(seed)],
-                         json_lines, dist_version("rlrun"))
+        extra = ["--no-preset"] if name == "rlrun_zoo" else []
+        return Contender(name, lambda algo, seed: [sys.executable, script, "--algo", algo, "--seed", str(seed),
+                                                   *extra],
+                         json_lines, dist_version("rlrun") + (" without its preset" if extra else ""))
     peer = PEERS[name]
     python = str(ensure(peer))
     if name == "cleanrl":
@@ -384,9 +389,11 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SIGTERM too ends the running contender (finally)
     seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
     tasks = ["cartpole_ppo"] if args.quick else args.tasks.split(",")
-    unknown = [t for t in tasks if t not in TASKS] + [c for c in args.contenders.split(",") if c not in CONTENDERS]
+    unknown = [t for t in tasks if t not in TASKS] + [c for c in args.contenders.split(",")
+                                                          if c not in CONTENDERS + EXTRA_CONTENDERS]
     if unknown:
-        raise SystemExit(f"rlrun-bench peers: unknown {unknown}; tasks: {TASKS}, contenders: {CONTENDERS}")
+        raise SystemExit(f"rlrun-bench peers: unknown {unknown}; tasks: {TASKS}, contenders: "
+                         f"{CONTENDERS + EXTRA_CONTENDERS}")
     ready: dict[str, Contender] = {}
     skipped: dict[str, str] = {}
     for name in args.contenders.split(","):

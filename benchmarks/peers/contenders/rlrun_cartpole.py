@@ -8,6 +8,15 @@ import argparse
 import json
 
 
+def overrides(algo: str, seed: int, budget_env_steps: int | None = None, no_preset: bool = False) -> list[str]:
+    """What ``rlrun algo=<algo> env=cartpole`` gets here; ``no_preset``: without conf/algo_env/<algo>_cartpole.yaml
+    (PPO then runs the schema's defaults, the zoo's CartPole settings, on the zoo's 8 copies: what SB3 runs)."""
+    extra = [f"stop.env_steps={budget_env_steps}"] if budget_env_steps else []
+    if no_preset:
+        extra += ["~algo_env", "executor.num_envs=8"] if algo == "ppo" else ["~algo_env"]
+    return [f"algo={algo}", "env=cartpole", f"seed={seed}", *extra, "stop.episode_return_mean=null", "logger=none"]
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--algo", default="ppo")
@@ -15,6 +24,8 @@ def main() -> None:
     p.add_argument("--budget-env-steps", type=int, default=None,
                    help="default: rlrun's own stop.env_steps (100k, as the zoo's n_timesteps); PPO's learning-rate and "
                         "clip schedules anneal over it")
+    p.add_argument("--no-preset", action="store_true",
+                   help="without conf/algo_env/<algo>_cartpole.yaml (PPO: the zoo's CartPole settings, 8 copies, as SB3)")
     args = p.parse_args()
     import torch
     from omegaconf import OmegaConf
@@ -25,9 +36,7 @@ def main() -> None:
     from rlrun.registry import registry
 
     torch.set_num_threads(1)
-    budget = [f"stop.env_steps={args.budget_env_steps}"] if args.budget_env_steps else []
-    cfg = compose([f"algo={args.algo}", "env=cartpole", f"seed={args.seed}", *budget, "stop.episode_return_mean=null",
-                   "logger=none"])
+    cfg = compose(overrides(args.algo, args.seed, args.budget_env_steps, args.no_preset))
     seed_everything(args.seed)
     env_factory = registry.build("env", cfg.env.name, cfg.env)
     executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, args.seed)
