@@ -25,7 +25,7 @@ def main() -> None:
                    help="default: rlrun's own stop.env_steps (100k, as the zoo's n_timesteps); PPO's learning-rate and "
                         "clip schedules anneal over it")
     p.add_argument("--no-preset", action="store_true",
-                   help="without conf/algo_env/<algo>_cartpole.yaml (PPO: the zoo's CartPole settings, 8 copies, as SB3)")
+                   help="without conf/algo_env/<algo>_cartpole.yaml (PPO: the zoo's CartPole settings, as SB3 runs)")
     args = p.parse_args()
     import torch
     from omegaconf import OmegaConf
