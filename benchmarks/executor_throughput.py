@@ -537,8 +537,9 @@ def ray_startup(runs: int) -> dict[str, Any]:
 
     def probe(variant: str, address: str | None = None) -> dict[str, Any]:
         cmd = [sys.executable, "-m", "benchmarks.executor_throughput", "--startup-probe", variant]
+        # Joining the benchmark's `ray start` cluster needs its auth mode (ENV); a fresh cluster runs as a user's does.
         proc = subprocess.run([*cmd, "--startup-address", address] if address else cmd, capture_output=True,
-                              text=True, check=True, timeout=300, env=ENV)
+                              text=True, check=True, timeout=300, env=ENV if address else None)
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     for _ in range(runs):
