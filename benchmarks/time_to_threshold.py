@@ -38,8 +38,9 @@ from typing import Any, Callable
 
 from benchmarks.common import load_average, write_result
 from benchmarks.peers.contenders.sb3_cartpole import SETTINGS as SB3_SETTINGS
+from benchmarks.peers.contenders.sb3_cartpole import zoo_settings
 
-ALGOS = ("dqn", "ppo")  # rlrun algorithms measured when registered (ppo does not exist yet)
+ALGOS = ("dqn", "ppo")  # rlrun algorithms measured (when registered)
 THRESHOLDS = (450.0, 475.0)
 WINDOW = 20  # episodes in the mean (rlrun's return_window default)
 
@@ -103,13 +104,8 @@ def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps:
 
 # ------------------------------------------------------------------------------------------------ peers
 
-# Stable-Baselines3's settings (SB3_SETTINGS): rl-baselines3-zoo's CartPole ones, shared with the peers benchmark's
-# SB3 contender, which runs them in SB3's own venv.
-
-
-def _linear_schedule(start: float) -> Callable[[float], float]:
-    """The zoo's ``lin_<start>``: ``start`` times the remaining progress (1 at the start, 0 at the end)."""
-    return lambda progress_remaining: progress_remaining * start
+# Stable-Baselines3's settings (SB3_SETTINGS, resolved by zoo_settings): rl-baselines3-zoo's CartPole ones, shared
+# with the peers benchmark's SB3 contender, which runs them in SB3's own venv.
 
 
 def sb3_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_s: float) -> Crossings:
@@ -119,11 +115,7 @@ def sb3_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_s: float
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(1)
-    settings = dict(SB3_SETTINGS[algo])
-    n_envs, total = settings.pop("n_envs"), settings.pop("n_timesteps")
-    for key, value in list(settings.items()):
-        if isinstance(value, tuple) and value[0] == "lin":
-            settings[key] = _linear_schedule(value[1])
+    n_envs, total, settings = zoo_settings(algo)
     start = time.perf_counter()
     crossings = Crossings(thresholds, start)
 

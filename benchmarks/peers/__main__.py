@@ -11,7 +11,9 @@ Tasks (``--tasks``):
 
 Contenders (``--contenders``), each with the settings its authors tuned for the task:
 
-- ``rlrun``: ``rlrun algo=<algo> env=cartpole`` (PPO with 8 env copies, the README's row), in this venv;
+- ``rlrun``: ``rlrun algo=<algo> env=cartpole`` (PPO: its CartPole preset, conf/algo_env/ppo_cartpole.yaml), in
+  this venv; ``rlrun_zoo`` (asked for by name only): the same without the preset, i.e. PPO with the zoo's settings
+  that SB3 runs, to separate rlrun's speed from its tuning;
 - ``sb3``: Stable-Baselines3 with rl-baselines3-zoo's CartPole settings (contenders/sb3_cartpole.py);
 - ``cleanrl``: CleanRL's ``ppo.py`` / ``dqn.py`` as published (a pinned commit, checked by sha256), run unchanged
   with their defaults and ``--seed``; their printed ``episodic_return`` lines are the episodes;

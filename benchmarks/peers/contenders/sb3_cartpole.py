@@ -18,6 +18,17 @@ SETTINGS = {
 }
 
 
+def zoo_settings(algo: str) -> tuple[int, int, dict]:
+    """``(n_envs, n_timesteps, the model's keyword arguments)`` of ``SETTINGS[algo]``, a zoo ``lin_X`` made the
+    schedule SB3 calls with the remaining progress (1 at the start, 0 at the end)."""
+    settings = dict(SETTINGS[algo])
+    n_envs, total = settings.pop("n_envs"), settings.pop("n_timesteps")
+    for key, value in list(settings.items()):
+        if isinstance(value, tuple) and value[0] == "lin":
+            settings[key] = (lambda start: (lambda remaining: remaining * start))(value[1])
+    return n_envs, total, settings
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--algo", default="ppo")
@@ -30,11 +41,7 @@ def main() -> None:
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(1)
-    settings = dict(SETTINGS[args.algo])
-    n_envs, total = settings.pop("n_envs"), settings.pop("n_timesteps")
-    for key, value in list(settings.items()):
-        if isinstance(value, tuple) and value[0] == "lin":
-            settings[key] = (lambda start: (lambda remaining: remaining * start))(value[1])
+    n_envs, total, settings = zoo_settings(args.algo)
 
     class Report(BaseCallback):
         def _on_step(self) -> bool:

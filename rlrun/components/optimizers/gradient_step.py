@@ -1,6 +1,7 @@
 """The plain gradient step (:class:`GradientStep`: ``loss_fn() -> (loss, info)``, back-propagate, clip, step a
-``torch.optim`` optimizer) and target-network :class:`Synchronization`; :func:`as_caller`, how every optimizer module
-runs the callables its caller hands it (see ``rlrun/components/optimizers/__init__.py``)."""
+``torch.optim`` optimizer, or for fused Adam rlrun's ``FusedAdam``) and target-network :class:`Synchronization`;
+:func:`as_caller`, how every optimizer module runs the callables its caller hands it (see
+``rlrun/components/optimizers/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def as_caller(module: Component, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 class GradientStep(Component):
-    """One gradient step of a ``torch.optim`` optimizer on the loss ``loss_fn()`` returns."""
+    """One gradient step of a ``torch.optim`` optimizer (``adam`` with ``fused=True``: :class:`FusedAdam`, the same
+    kernel and state format) on the loss ``loss_fn()`` returns."""
 
     step_inputs: ClassVar[tuple[str, ...]] = ("loss_fn",)
     """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
