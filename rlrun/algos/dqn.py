@@ -28,6 +28,7 @@ from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.components.q_network import QNetwork, q_gradient_step
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
+from rlrun.ops.action_mask import MASK_KEY
 
 
 class DQNAgent(Component):
@@ -65,7 +66,11 @@ class DQNAgent(Component):
         self.build_child(self.target_q, obs=obs, actions=actions)
         self.target_q.load_state_dict(self.q.state_dict())
         self.target_q.requires_grad_(False)
-        self.build_child(self.exploration, q=self.q.output("forward"))
+        mask = obs.spaces.get(MASK_KEY) if isinstance(obs, sp.Dict) else None
+        if mask is None:
+            self.build_child(self.exploration, q=self.q.output("forward"))
+        else:  # explore among the legal actions only
+            self.build_child(self.exploration, q=self.q.output("forward"), action_mask=mask)
         scalar = sp.Box(-np.inf, np.inf, (), np.float32)
         records = sp.Dict({"obs": obs, "action": actions, "reward": scalar, "next_obs": obs, "discount": scalar})
         if self.n_step is not None:

@@ -53,8 +53,33 @@ def test_q_network_and_epsilon_greedy_choose_only_legal_actions() -> None:
     q = QNetwork("mlp", [16], "relu", dueling=False).build(obs=OBS, actions=sp.Discrete(9))
     values = q(masked_obs(200))
     assert set(values.argmax(-1).tolist()) <= {2, 5}
-    explore = EpsilonGreedy(1.0, 1.0, 1).build(q=sp.Box(-np.inf, np.inf, (9,), np.float32))
+    q_space = sp.Box(-np.inf, np.inf, (9,), np.float32)
+    explore = EpsilonGreedy(1.0, 1.0, 1).build(q=q_space, action_mask=OBS["action_mask"])
     actions = explore.get_actions(values, explore=True)  # epsilon 1: every action random, among the legal ones
     assert set(actions.tolist()) == {2, 5}
-    unmasked = EpsilonGreedy(1.0, 1.0, 1).build(q=sp.Box(-np.inf, np.inf, (9,), np.float32))
-    assert len(set(unmasked.get_actions(torch.zeros(200, 9), explore=True).tolist())) == 9
+    assert len(set(explore.get_actions(torch.zeros(200, 9), explore=True).tolist())) == 9  # rows without a mask
+    unmasked = EpsilonGreedy(1.0, 1.0, 1).build(q=q_space)  # built without a mask input: no row is checked
+    assert len(set(unmasked.get_actions(values, explore=True).tolist())) == 9
+
+
+def test_dqn_explores_among_legal_actions_where_the_observations_carry_a_mask() -> None:
+    """The DQN agent builds its exploration with the mask leaf of a masked observation space and without one
+    otherwise (the check per step is then skipped)."""
+    from rlrun.algos.dqn import DQNAgent
+    from rlrun.algos.dqn_config import DQNConfig
+
+    cfg = DQNConfig(hidden_sizes=[16], epsilon_start=1.0, epsilon_end=1.0)
+    masked = DQNAgent(cfg).build(obs=OBS, actions=sp.Discrete(9))
+    assert masked.exploration.masked
+    assert set(masked.get_actions(masked_obs(200), explore=True).tolist()) == {2, 5}
+    plain = DQNAgent(cfg).build(obs=sp.Box(-1, 1, (4,), np.float32), actions=sp.Discrete(2))
+    assert not plain.exploration.masked
+
+
+def test_an_action_mask_space_must_have_one_entry_per_action() -> None:
+    import pytest
+
+    from rlrun.components.base import ComponentBuildError
+
+    with pytest.raises(ComponentBuildError, match=r"exploration.action_mask expects one entry per action \(9\)"):
+        EpsilonGreedy().build(q=sp.Box(-np.inf, np.inf, (9,), np.float32), action_mask=sp.Box(0, 1, (7,), np.int8))
