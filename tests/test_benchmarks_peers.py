@@ -21,10 +21,10 @@ from benchmarks.peers.__main__ import (
     json_lines,
     markdown,
     measure,
-    process_tree,
     ratios,
     summarize,
 )
+from benchmarks.peers.processes import process_tree
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, script
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -182,6 +182,10 @@ def test_the_ci_runs_the_quick_form() -> None:
 
     peers = by_name()["peers"]
     assert peers.ci_args == ("--quick",)
+    from benchmarks.peers.__main__ import QUICK_TASKS
+
+    assert QUICK_TASKS == ("cartpole_ppo", "pong_acting")  # issue 19: CartPole and Pong acting in CI
+    assert peers.is_compared("ratio/pong_acting/frames_per_s/rlrun_over_sb3")
     assert peers.goal("ratio/cartpole_ppo/time_to_450/sb3_over_rlrun") == 2.0
     assert json.dumps(peers.is_compared("ratio/cartpole_ppo/time_to_450/sb3_over_rlrun")) == "true"
     assert not peers.is_compared("cartpole_ppo/rlrun/time_to_450_s")  # absolute times are never compared
@@ -208,3 +212,65 @@ def test_the_table_and_charts_stay_in_the_results_folder_under_the_suite_runner(
     monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "results"))
     stem = output_stem(tmp_path / "results" / "tmp" / "peers-1.json")
     assert stem.parent == tmp_path / "results" and stem.name.endswith("-peers")
+
+
+# ------------------------------------------------------------------------------------------------ pong_acting
+
+
+def test_acting_frames_per_s_come_from_the_last_line_and_start_up_from_the_first(tmp_path: Path) -> None:
+    from benchmarks.peers.acting import measure_acting
+
+    command = child(tmp_path, """
+        time.sleep(0.4)  # start-up: imports, envs, the first rollout
+        print(json.dumps({"agent_steps": 0, "seconds": 0.0, "frame_skip": 4}), flush=True)
+        print("a log line", flush=True)
+        print(json.dumps({"agent_steps": 1024, "seconds": 0.5, "frame_skip": 4}), flush=True)
+        print(json.dumps({"agent_steps": 3072, "seconds": 1.5, "frame_skip": 4}), flush=True)
+    """)
+    run = measure_acting(command, budget_s=60, cwd=tmp_path, env=ENV)
+    assert run.error is None and run.agent_steps == 3072 and run.seconds == 1.5
+    assert run.frames_per_s == pytest.approx(3072 * 4 / 1.5)
+    assert 0.4 <= run.startup_s < 10 and run.peak_rss_mib > 5
+
+
+@pytest.mark.parametrize("body, wanted", [
+    ('print("ale_py missing", file=sys.stderr); raise SystemExit(3)\n', "exit 3: ale_py missing"),
+    ('print(json.dumps({"agent_steps": 0, "seconds": 0.0}))\n', "no rollout after the first was reported"),
+    ("time.sleep(60)\n", "budget of 1 s reached"),
+])
+def test_an_acting_run_without_a_figure_says_why(tmp_path: Path, body: str, wanted: str) -> None:
+    from benchmarks.peers.acting import measure_acting
+
+    run = measure_acting(child(tmp_path, body), budget_s=1.0, cwd=tmp_path, env=ENV)
+    assert run.frames_per_s is None and run.error.startswith(wanted), run.error
+
+
+def test_acting_medians_ratios_and_table() -> None:
+    from benchmarks.peers.acting import ActingRun, markdown_rows, ratios
+    from benchmarks.peers.acting import summarize as summarize_acting
+
+    ours = summarize_acting([ActingRun(6000.0, 1, 1.0, 5.0, 400.0), ActingRun(6400.0, 1, 1.0, 6.0, 420.0),
+                             ActingRun(None, error="exit 1: boom")])
+    assert ours["frames_per_s"] == 6200.0 and ours["startup_s"] == 5.5 and ours["fraction_ran"] == pytest.approx(2 / 3)
+    assert ours["per_seed"]["errors"] == [None, None, "exit 1: boom"]
+    theirs = summarize_acting([ActingRun(4000.0, 1, 1.0, 11.0, 600.0)])
+    got = ratios({"rlrun": ours, "sb3": theirs})
+    assert got == {"ratio/pong_acting/frames_per_s/rlrun_over_sb3": 1.55,
+                   "ratio/pong_acting/startup/sb3_over_rlrun": 2.0, "ratio/pong_acting/peak_rss/sb3_over_rlrun": 1.463}
+    figures = {"ratio/pong_acting/frames_per_s/rlrun_over_sb3": 1.55}
+    rows = markdown_rows({"rlrun": {**ours, "version": "0.1.0"}, "sb3": {**theirs, "version": "2.9.2"}}, figures)
+    assert "| pong_acting | sb3 | 2.9.2 | 4000 | 1.00 | 11.00 | 600 | 1.55 |" in rows
+    table = markdown({"pong_acting/sb3/frames_per_s": 4000.0, "pong_acting/sb3/version": "2.9.2"}, ["pong_acting"], {})
+    assert table.startswith("| task | contender | version | frames/s")
+    assert "| pong_acting | sb3 | 2.9.2 | 4000 |" in table
+
+
+def test_the_rlrun_pong_contender_acts_and_reports_by_the_protocol(tmp_path: Path) -> None:
+    from benchmarks.peers.acting import acting_line, command
+
+    argv = command("rlrun", sys.executable, 0, 1.0) + ["--num-envs", "2", "--rollout-steps", "16"]
+    out = subprocess.run(argv, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300, check=True).stdout
+    lines = [acting_line(line) for line in out.splitlines()]
+    assert len(lines) >= 2 and all(line is not None for line in lines)
+    assert lines[0]["agent_steps"] == 0 and all(line["frame_skip"] == 4 for line in lines)
+    assert lines[-1]["seconds"] >= 1.0 and lines[-1]["agent_steps"] == 32 * (len(lines) - 1)  # 2 copies x 16 steps

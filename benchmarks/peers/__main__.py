@@ -38,7 +38,13 @@ usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per task b
     python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks cartpole_ppo,cartpole_dqn]
                                [--contenders rlrun,sb3,cleanrl,rllib] [--budget-s 300]
 
-``--quick`` (CI): seed 0, ``cartpole_ppo`` only.
+- ``pong_acting``: acting frames/s on Pong at equal settings (DeepMind protocol, 8 copies, rollouts of 128, the
+  untrained Nature-CNN actor-critic, no learning), each contender through its own acting call; start-up to the first
+  rollout; peak memory (benchmarks/peers/acting.py: the protocol, and why CleanRL and RLlib are not in it).
+  Figures ``pong_acting/<contender>/frames_per_s`` etc. and ``ratio/pong_acting/frames_per_s/rlrun_over_<peer>``
+  (> 1: rlrun acts faster).
+
+``--quick`` (CI): seed 0, ``cartpole_ppo`` and ``pong_acting`` (15 s of acting per contender).
 """
 
 from __future__ import annotations
@@ -46,26 +52,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import re
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.common import OUT_ENV, fingerprint, results_dir, write_result
+from benchmarks.peers import acting
+from benchmarks.peers.processes import watch
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, scripts_dir, version
 
 HERE = Path(__file__).resolve().parent
 THRESHOLD = 450.0
 WINDOW = 20
-TASKS = ("cartpole_ppo", "cartpole_dqn")
+TASKS = ("cartpole_ppo", "cartpole_dqn", acting.TASK)
+QUICK_TASKS = ("cartpole_ppo", acting.TASK)
 CONTENDERS = ("rlrun", "sb3", "cleanrl", "rllib")
 # Asked for by name only: rlrun without its (algo, env) preset, i.e. PPO with the zoo's CartPole settings that
 # Stable-Baselines3 runs (20 epochs, lr 1e-3, 8 copies): its row separates rlrun's speed from its tuned settings.
@@ -89,100 +94,18 @@ class Run:
     returns: list[float] = field(default_factory=list)
 
 
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        kids.setdefault(ppid, []).append(int(entry))
-    return kids
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and every descendant of it, now."""
-    kids, tree, todo = _children(), [], [pid]
-    while todo:
-        p = todo.pop()
-        tree.append(p)
-        todo.extend(kids.get(p, []))
-    return tree
-
-
-def tree_rss_mib(pids: list[int]) -> float:
-    total = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / 2**20
-
-
 def measure(command: list[str], parse: Callable[[str], tuple[list[float], float | None, int] | None],
             budget_s: float, cwd: Path, env: dict[str, str], until_first_episode: bool = False) -> Run:
     """Start ``command``, time each parsed stdout line on arrival, stop it at the threshold or the budget (or at
     its first episode: a warm-up)."""
     run = Run()
-    lines: queue.Queue[tuple[float, str | None]] = queue.Queue()
-    stderr = tempfile.TemporaryFile(mode="w+")
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                            start_new_session=True)
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put((time.perf_counter() - start, line))
-        lines.put((time.perf_counter() - start, None))
-
-    threading.Thread(target=read, daemon=True).start()
-    tree = [proc.pid]
-    try:
-        _follow(proc, tree, lines, parse, budget_s, start, run, until_first_episode)
-    finally:  # also when this benchmark is interrupted: its contender (a session of its own) ends with it
-        run.wall_s = time.perf_counter() - start
-        _stop(proc, tree)
-    if run.reached_s is None and run.error is None:
-        stderr.seek(0)
-        tail = [ln for ln in stderr.read().splitlines() if ln.strip()][-3:]
-        run.error = (f"exit {proc.returncode} before reaching {THRESHOLD:.0f}" +
-                     (f": {' | '.join(tail)[-400:]}" if proc.returncode else " (its budget of env steps ran out)"))
-    stderr.close()
-    return run
-
-
-def _follow(proc: subprocess.Popen[str], tree: list[int], lines: queue.Queue[tuple[float, str | None]],
-            parse: Callable[[str], tuple[list[float], float | None, int] | None], budget_s: float, start: float,
-            run: Run, until_first_episode: bool = False) -> None:
-    """Read the contender's lines until it reaches the threshold, ends, or runs out of time; sample its memory."""
     window: list[float] = []
-    next_sample = 0.0
-    while True:
-        now = time.perf_counter() - start
-        if now >= next_sample:
-            alive = process_tree(proc.pid)
-            tree[:] = sorted(set(tree) | set(alive))  # everyone seen, for _stop
-            run.peak_rss_mib = max(run.peak_rss_mib, tree_rss_mib(alive))
-            next_sample = now + 0.25
-        if now > budget_s:
-            run.error = f"budget of {budget_s:.0f} s reached"
-            break
-        try:
-            at, line = lines.get(timeout=0.05)
-        except queue.Empty:
-            continue
-        if line is None:
-            break
+
+    def on_line(at: float, line: str) -> bool:
+        nonlocal window
         parsed = parse(line)
         if parsed is None:
-            continue
+            return False
         episodes, mean, steps = parsed
         if episodes and run.first_episode_s is None:
             run.first_episode_s = at
@@ -194,31 +117,20 @@ def _follow(proc: subprocess.Popen[str], tree: list[int], lines: queue.Queue[tup
             run.first_episode_s = at  # a smoothed-mean reporter: its first report
         if until_first_episode and run.first_episode_s is not None:
             run.error = "warm-up"
-            break
+            return True
         if mean is not None and mean >= THRESHOLD:
             run.reached_s, run.env_steps = at, steps
-            break
+            return True
+        return False
 
-
-def _stop(proc: subprocess.Popen[str], tree: list[int]) -> None:
-    """End the contender and everything it started (Ray's processes too), by process id."""
-    everyone = set(tree) | set(process_tree(proc.pid))
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-        for p in everyone - {proc.pid}:
-            try:
-                os.kill(p, sig)
-            except ProcessLookupError:
-                pass
-        try:
-            proc.wait(timeout=10)
-            break
-        except subprocess.TimeoutExpired:
-            continue
+    watched = watch(command, on_line, budget_s, cwd, env)
+    run.wall_s, run.peak_rss_mib = watched.wall_s, watched.peak_rss_mib
+    if watched.budget_reached:
+        run.error = f"budget of {budget_s:.0f} s reached"
+    elif run.reached_s is None and run.error is None:
+        run.error = (f"exit {watched.returncode} before reaching {THRESHOLD:.0f}" +
+                     (f": {watched.stderr_tail}" if watched.returncode else " (its budget of env steps ran out)"))
+    return run
 
 
 # ------------------------------------------------------------------------------------------------ contenders
@@ -246,6 +158,7 @@ class Contender:
     parse: Callable[[str], tuple[list[float], float | None, int] | None]
     version: str
     env: dict[str, str] = field(default_factory=dict)
+    python: str = sys.executable  # its venv's interpreter (the Pong task's scripts run with it)
 
 
 def contender(name: str) -> Contender:
@@ -265,11 +178,11 @@ def contender(name: str) -> Contender:
         return Contender(name, lambda algo, seed: [python, str(folder / "cleanrl" / f"{algo}.py"), "--seed",
                                                    str(seed)],
                          cleanrl_lines, f"cleanrl@{peer.script_url.split('/')[5][:8]}, gymnasium {version(peer)}",
-                         {"PYTHONPATH": str(folder)})
+                         {"PYTHONPATH": str(folder)}, python)
     script = str(HERE / "contenders" / f"{name}_cartpole.py")
     return Contender(name, lambda algo, seed: [python, script, "--algo", algo, "--seed", str(seed),
                                                "--budget-env-steps", "500000"],
-                     json_lines, version(peer))
+                     json_lines, version(peer), python=python)
 
 
 # ------------------------------------------------------------------------------------------------- the bench
@@ -327,13 +240,20 @@ def markdown(figures: dict[str, Any], tasks: list[str], skipped: dict[str, str])
     def fmt(v: Any, digits: int = 1) -> str:
         return "-" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
 
-    for task in tasks:
+    for task in [t for t in tasks if t != acting.TASK]:
         for name, row in _rows(figures, task).items():
             ratio = figures.get(f"ratio/{task}/time_to_450/{name}_over_rlrun")
             lines.append(f"| {task} | {name} | {row['version']} | {fmt(row['time_to_450_s'])} | "
                          f"{fmt(row['fraction_reached'], 2)} | {fmt(row['env_steps_at_450'], 0)} | "
                          f"{fmt(row['first_episode_s'], 2)} | {fmt(row['peak_rss_mib'], 0)} | "
                          f"{fmt(ratio, 2) if name != 'rlrun' else '1'} |")
+    if len(lines) == 2:  # no time-to-threshold task
+        lines = []
+    if acting.TASK in tasks:
+        lines += ([""] if lines else []) + acting.markdown_rows(_rows(figures, acting.TASK), figures)
+        others = [n for n in CONTENDERS if n not in acting.CONTENDERS]
+        lines.append(f"\n{acting.TASK}: {', '.join(others)} are not contenders of this task "
+                     f"(benchmarks/peers/acting.py says why).")
     for name, why in skipped.items():
         lines.append(f"\n- **{name}** did not run: {why}")
     return "\n".join(lines) + "\n"
@@ -349,15 +269,19 @@ def bar_charts(figures: dict[str, Any], tasks: list[str], stem: Path) -> list[Pa
         return []
     out = []
     for task in tasks:
-        rows = {n: r for n, r in _rows(figures, task).items() if r.get("time_to_450_s")}
+        key, label, title = (("frames_per_s", "frames/s acting (median)", "acting frames/s, higher is better")
+                             if task == acting.TASK else
+                             ("time_to_450_s", "seconds to mean return 450 (median)", "wall time to 450, lower is "
+                                                                                      "better"))
+        rows = {n: r for n, r in _rows(figures, task).items() if r.get(key)}
         if not rows:
             continue
         fig, ax = plt.subplots(figsize=(5, 3))
         names = list(rows)
-        ax.bar(names, [rows[n]["time_to_450_s"] for n in names],
+        ax.bar(names, [rows[n][key] for n in names],
                color=["tab:green" if n == "rlrun" else "tab:gray" for n in names])
-        ax.set_ylabel("seconds to mean return 450 (median)")
-        ax.set_title(f"{task}: wall time to 450, lower is better", fontsize=9)
+        ax.set_ylabel(label)
+        ax.set_title(f"{task}: {title}", fontsize=9)
         fig.tight_layout()
         path = stem.with_name(f"{stem.name}-{task}.png")
         fig.savefig(path, dpi=100)
@@ -382,7 +306,8 @@ def output_stem(record: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="rlrun-bench peers", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="seed 0, cartpole_ppo only (CI)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"seed 0, {' and '.join(QUICK_TASKS)} only, {acting.QUICK_SECONDS:.0f} s of acting (CI)")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--contenders", default=",".join(CONTENDERS))
@@ -390,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SIGTERM too ends the running contender (finally)
     seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
-    tasks = ["cartpole_ppo"] if args.quick else args.tasks.split(",")
+    tasks = list(QUICK_TASKS) if args.quick else args.tasks.split(",")
     unknown = [t for t in tasks if t not in TASKS] + [c for c in args.contenders.split(",")
                                                           if c not in CONTENDERS + EXTRA_CONTENDERS]
     if unknown:
@@ -411,13 +336,20 @@ def main(argv: list[str] | None = None) -> None:
     # files compiles every module it imports at each start (measured: rlrun's first episode 5.5 s instead of 4.3 s,
     # and each peer's venv differs). It is unset, and one untimed warm-up start per contender writes them.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    for name, c in ready.items():
-        with tempfile.TemporaryDirectory(prefix=f"peers-warmup-{name}-") as cwd:
-            measure(c.command(TASKS[0].split("_", 1)[1], 0), c.parse, args.budget_s, Path(cwd), {**env, **c.env},
-                    until_first_episode=True)
+    if any(t.startswith("cartpole_") for t in tasks):
+        for name, c in ready.items():
+            with tempfile.TemporaryDirectory(prefix=f"peers-warmup-{name}-") as cwd:
+                measure(c.command("ppo", 0), c.parse, args.budget_s, Path(cwd), {**env, **c.env},
+                        until_first_episode=True)
     figures: dict[str, Any] = {"threshold": THRESHOLD, "window": WINDOW, "seeds": seeds}
     names = list(ready)
     for task in tasks:
+        if task == acting.TASK:
+            figures.update(acting.run_task({n: ready[n].python for n in names if n in acting.CONTENDERS},
+                                           {n: ready[n].version for n in names}, seeds,
+                                           acting.QUICK_SECONDS if args.quick else acting.SECONDS, args.budget_s,
+                                           env))
+            continue
         algo = task.split("_", 1)[1]
         runs: dict[str, list[Run]] = {n: [] for n in names}
         for i, seed in enumerate(seeds):

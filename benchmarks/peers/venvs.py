@@ -42,7 +42,9 @@ CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"  # vwxyzjn/cleanrl m
 
 PEERS: dict[str, Peer] = {p.name: p for p in (
     # rl-baselines3-zoo's CartPole settings are given by the runner (tasks/sb3_runner.py) from the zoo's files.
-    Peer("sb3", ("stable-baselines3==2.9.2",), "stable-baselines3"),
+    # ale-py and OpenCV for the Pong tasks (SB3's AtariWrapper resizes with cv2): the same emulator as rlrun's.
+    Peer("sb3", ("stable-baselines3==2.9.2", "ale-py==0.12.1", "opencv-python-headless==5.0.0.93"),
+         "stable-baselines3"),
     # CleanRL's pyproject pins gymnasium 0.29.1 (numpy 1); dqn.py imports its replay buffer from cleanrl_utils.
     Peer("cleanrl", ("gymnasium==0.29.1", "numpy<2", "tyro>=0.5.10", "tensorboard>=2.10"), "gymnasium",
          scripts={"cleanrl/ppo.py": "d8dfbb7ac0b21e747b77d6e6673e566db4d6cdacc83bcebcd19cf87ad0e459ae",

@@ -1,0 +1,134 @@
+"""The contenders' processes, watched from outside: a process and its descendants (Ray's and Sample Factory's
+workers included), their summed resident memory, and stopping all of them by process id."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every descendant of it, now."""
+    kids, tree, todo = _children(), [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(kids.get(p, []))
+    return tree
+
+
+def tree_rss_mib(pids: list[int]) -> float:
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 2**20
+
+
+def stop_tree(proc: subprocess.Popen[str], tree: list[int]) -> None:
+    """End the contender and everything it started (Ray's processes too), by process id."""
+    everyone = set(tree) | set(process_tree(proc.pid))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        for p in everyone - {proc.pid}:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=10)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@dataclass
+class Watched:
+    """How a watched process went: ``wall_s`` from its start until it was stopped or ended; ``peak_rss_mib`` of its
+    whole tree; ``budget_reached``: stopped by the wall-time budget; ``returncode`` after it was stopped;
+    ``stderr_tail``: its last three non-empty stderr lines, joined (at most 400 characters)."""
+
+    wall_s: float = 0.0
+    peak_rss_mib: float = 0.0
+    budget_reached: bool = False
+    returncode: int | None = None
+    stderr_tail: str = ""
+
+
+def watch(command: list[str], on_line: Callable[[float, str], bool], budget_s: float, cwd: Path,
+          env: dict[str, str]) -> Watched:
+    """Start ``command`` in a session of its own and give each stdout line, with its arrival time in seconds since
+    the start, to ``on_line``; stop the process tree when ``on_line`` returns True, when the process ends or after
+    ``budget_s``. The tree's memory is sampled every 0.25 s. The tree is stopped also when this is interrupted."""
+    out = Watched()
+    lines: queue.Queue[tuple[float, str | None]] = queue.Queue()
+    stderr = tempfile.TemporaryFile(mode="w+")
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                            start_new_session=True)
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put((time.perf_counter() - start, line))
+        lines.put((time.perf_counter() - start, None))
+
+    threading.Thread(target=read, daemon=True).start()
+    tree = [proc.pid]
+    next_sample = 0.0
+    try:
+        while True:
+            now = time.perf_counter() - start
+            if now >= next_sample:
+                alive = process_tree(proc.pid)
+                tree[:] = sorted(set(tree) | set(alive))  # everyone seen, for stop_tree
+                out.peak_rss_mib = max(out.peak_rss_mib, tree_rss_mib(alive))
+                next_sample = now + 0.25
+            if now > budget_s:
+                out.budget_reached = True
+                break
+            try:
+                at, line = lines.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if line is None or on_line(at, line):
+                break
+    finally:
+        out.wall_s = time.perf_counter() - start
+        stop_tree(proc, tree)
+        out.returncode = proc.returncode
+        stderr.seek(0)
+        tail = [ln for ln in stderr.read().splitlines() if ln.strip()][-3:]
+        out.stderr_tail = " | ".join(tail)[-400:]
+        stderr.close()
+    return out
