@@ -214,11 +214,11 @@ def test_the_table_and_charts_stay_in_the_results_folder_under_the_suite_runner(
     assert stem.parent == tmp_path / "results" and stem.name.endswith("-peers")
 
 
-# ------------------------------------------------------------------------------------------------ pong_acting
+# ------------------------------------------------------------------------------------- pong_acting, pong_training
 
 
 def test_acting_frames_per_s_come_from_the_last_line_and_start_up_from_the_first(tmp_path: Path) -> None:
-    from benchmarks.peers.acting import measure_acting
+    from benchmarks.peers.pong_tasks import measure_acting
 
     command = child(tmp_path, """
         time.sleep(0.4)  # start-up: imports, envs, the first rollout
@@ -239,38 +239,53 @@ def test_acting_frames_per_s_come_from_the_last_line_and_start_up_from_the_first
     ("time.sleep(60)\n", "budget of 1 s reached"),
 ])
 def test_an_acting_run_without_a_figure_says_why(tmp_path: Path, body: str, wanted: str) -> None:
-    from benchmarks.peers.acting import measure_acting
+    from benchmarks.peers.pong_tasks import measure_acting
 
     run = measure_acting(child(tmp_path, body), budget_s=1.0, cwd=tmp_path, env=ENV)
     assert run.frames_per_s is None and run.error.startswith(wanted), run.error
 
 
 def test_acting_medians_ratios_and_table() -> None:
-    from benchmarks.peers.acting import ActingRun, markdown_rows, ratios
-    from benchmarks.peers.acting import summarize as summarize_acting
+    from benchmarks.peers.pong_tasks import ActingRun, markdown_rows, ratios
+    from benchmarks.peers.pong_tasks import summarize as summarize_acting
 
     ours = summarize_acting([ActingRun(6000.0, 1, 1.0, 5.0, 400.0), ActingRun(6400.0, 1, 1.0, 6.0, 420.0),
                              ActingRun(None, error="exit 1: boom")])
     assert ours["frames_per_s"] == 6200.0 and ours["startup_s"] == 5.5 and ours["fraction_ran"] == pytest.approx(2 / 3)
     assert ours["per_seed"]["errors"] == [None, None, "exit 1: boom"]
     theirs = summarize_acting([ActingRun(4000.0, 1, 1.0, 11.0, 600.0)])
-    got = ratios({"rlrun": ours, "sb3": theirs})
+    got = ratios("pong_acting", {"rlrun": ours, "sb3": theirs})
     assert got == {"ratio/pong_acting/frames_per_s/rlrun_over_sb3": 1.55,
                    "ratio/pong_acting/startup/sb3_over_rlrun": 2.0, "ratio/pong_acting/peak_rss/sb3_over_rlrun": 1.463}
     figures = {"ratio/pong_acting/frames_per_s/rlrun_over_sb3": 1.55}
-    rows = markdown_rows({"rlrun": {**ours, "version": "0.1.0"}, "sb3": {**theirs, "version": "2.9.2"}}, figures)
+    rows = markdown_rows("pong_acting", {"rlrun": {**ours, "version": "0.1.0"}, "sb3": {**theirs, "version": "2.9.2"}},
+                         figures)
     assert "| pong_acting | sb3 | 2.9.2 | 4000 | 1.00 | 11.00 | 600 | 1.55 |" in rows
     table = markdown({"pong_acting/sb3/frames_per_s": 4000.0, "pong_acting/sb3/version": "2.9.2"}, ["pong_acting"], {})
     assert table.startswith("| task | contender | version | frames/s")
     assert "| pong_acting | sb3 | 2.9.2 | 4000 |" in table
 
 
-def test_the_rlrun_pong_contender_acts_and_reports_by_the_protocol(tmp_path: Path) -> None:
-    from benchmarks.peers.acting import acting_line, command
+@pytest.mark.parametrize("task", ["pong_acting", "pong_training"])
+def test_the_rlrun_pong_contender_reports_by_the_protocol(tmp_path: Path, task: str) -> None:
+    from benchmarks.peers.pong_tasks import TASKS, acting_line, command
 
-    argv = command("rlrun", sys.executable, 0, 1.0) + ["--num-envs", "2", "--rollout-steps", "16"]
+    argv = command(TASKS[task], "rlrun", sys.executable, 0, 1.0) + ["--num-envs", "2", "--rollout-steps", "16"]
     out = subprocess.run(argv, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300, check=True).stdout
     lines = [acting_line(line) for line in out.splitlines()]
     assert len(lines) >= 2 and all(line is not None for line in lines)
     assert lines[0]["agent_steps"] == 0 and all(line["frame_skip"] == 4 for line in lines)
     assert lines[-1]["seconds"] >= 1.0 and lines[-1]["agent_steps"] == 32 * (len(lines) - 1)  # 2 copies x 16 steps
+
+
+def test_sample_factory_reports_are_read_as_frames_with_the_frame_skip() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sf_pong", HERE / "contenders" / "sample_factory_pong.py")
+    sf_pong = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sf_pong)  # its top-level import is ale_py, which rlrun's venv has too
+    line = ("\x1b[36m[2026-11-27 12:48:07,635][03993] Fps is (10 sec: 443.4, 60 sec: 443.4, 300 sec: 443.4). "
+            "Total num frames: 4096. Throughput: 0: 221.7. Samples: 2048. Policy #0 lag: (min: 15.0, avg: 15.0)")
+    assert int(sf_pong.FRAMES.search(line).group(1)) == 4096 and sf_pong.FRAME_SKIP == 4
+    assert sf_pong.FRAMES.search("Fps is (10 sec: nan). Samples: 0.") is None
+    assert "--num_workers=2" in sf_pong.SETTINGS and "--num_envs_per_worker=4" in sf_pong.SETTINGS  # 8 copies

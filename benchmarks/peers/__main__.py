@@ -38,11 +38,12 @@ usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per task b
     python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks cartpole_ppo,cartpole_dqn]
                                [--contenders rlrun,sb3,cleanrl,rllib] [--budget-s 300]
 
-- ``pong_acting``: acting frames/s on Pong at equal settings (DeepMind protocol, 8 copies, rollouts of 128, the
-  untrained Nature-CNN actor-critic, no learning), each contender through its own acting call; start-up to the first
-  rollout; peak memory (benchmarks/peers/acting.py: the protocol, and why CleanRL and RLlib are not in it).
-  Figures ``pong_acting/<contender>/frames_per_s`` etc. and ``ratio/pong_acting/frames_per_s/rlrun_over_<peer>``
-  (> 1: rlrun acts faster).
+- ``pong_acting``, ``pong_training``: frames/s on Pong at equal settings (DeepMind protocol, 8 copies, rollouts of
+  128, the Nature-CNN actor-critic; PPO's Atari settings for training), acting only (rlrun, SB3) or training,
+  learning included (rlrun, SB3, Sample Factory); start-up to the first rollout; peak memory
+  (benchmarks/peers/pong_tasks.py: the settings, the protocol, and why CleanRL and RLlib are not in them).
+  Figures ``<task>/<contender>/frames_per_s`` etc. and ``ratio/<task>/frames_per_s/rlrun_over_<peer>`` (> 1: rlrun
+  is faster).
 
 ``--quick`` (CI): seed 0, ``cartpole_ppo`` and ``pong_acting`` (15 s of acting per contender).
 """
@@ -62,16 +63,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.common import OUT_ENV, fingerprint, results_dir, write_result
-from benchmarks.peers import acting
+from benchmarks.peers import pong_tasks
 from benchmarks.peers.processes import watch
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, scripts_dir, version
 
 HERE = Path(__file__).resolve().parent
 THRESHOLD = 450.0
 WINDOW = 20
-TASKS = ("cartpole_ppo", "cartpole_dqn", acting.TASK)
-QUICK_TASKS = ("cartpole_ppo", acting.TASK)
-CONTENDERS = ("rlrun", "sb3", "cleanrl", "rllib")
+CARTPOLE_TASKS = ("cartpole_ppo", "cartpole_dqn")
+TASKS = (*CARTPOLE_TASKS, *pong_tasks.TASKS)
+QUICK_TASKS = ("cartpole_ppo", "pong_acting")
+CARTPOLE_CONTENDERS = ("rlrun", "sb3", "cleanrl", "rllib")
+CONTENDERS = (*CARTPOLE_CONTENDERS, "sample_factory")
 # Asked for by name only: rlrun without its (algo, env) preset, i.e. PPO with the zoo's CartPole settings that
 # Stable-Baselines3 runs (20 epochs, lr 1e-3, 8 copies): its row separates rlrun's speed from its tuned settings.
 EXTRA_CONTENDERS = ("rlrun_zoo",)
@@ -240,7 +243,7 @@ def markdown(figures: dict[str, Any], tasks: list[str], skipped: dict[str, str])
     def fmt(v: Any, digits: int = 1) -> str:
         return "-" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
 
-    for task in [t for t in tasks if t != acting.TASK]:
+    for task in [t for t in tasks if t in CARTPOLE_TASKS]:
         for name, row in _rows(figures, task).items():
             ratio = figures.get(f"ratio/{task}/time_to_450/{name}_over_rlrun")
             lines.append(f"| {task} | {name} | {row['version']} | {fmt(row['time_to_450_s'])} | "
@@ -249,11 +252,11 @@ def markdown(figures: dict[str, Any], tasks: list[str], skipped: dict[str, str])
                          f"{fmt(ratio, 2) if name != 'rlrun' else '1'} |")
     if len(lines) == 2:  # no time-to-threshold task
         lines = []
-    if acting.TASK in tasks:
-        lines += ([""] if lines else []) + acting.markdown_rows(_rows(figures, acting.TASK), figures)
-        others = [n for n in CONTENDERS if n not in acting.CONTENDERS]
-        lines.append(f"\n{acting.TASK}: {', '.join(others)} are not contenders of this task "
-                     f"(benchmarks/peers/acting.py says why).")
+    for task in [t for t in tasks if t in pong_tasks.TASKS]:
+        lines += ([""] if lines else []) + pong_tasks.markdown_rows(task, _rows(figures, task), figures)
+        others = [n for n in CONTENDERS if n not in pong_tasks.TASKS[task].contenders]
+        lines.append(f"\n{task}: {', '.join(others)} are not contenders of this task "
+                     f"(benchmarks/peers/pong_tasks.py says why).")
     for name, why in skipped.items():
         lines.append(f"\n- **{name}** did not run: {why}")
     return "\n".join(lines) + "\n"
@@ -269,8 +272,8 @@ def bar_charts(figures: dict[str, Any], tasks: list[str], stem: Path) -> list[Pa
         return []
     out = []
     for task in tasks:
-        key, label, title = (("frames_per_s", "frames/s acting (median)", "acting frames/s, higher is better")
-                             if task == acting.TASK else
+        key, label, title = (("frames_per_s", "frames/s (median)", "frames/s, higher is better")
+                             if task in pong_tasks.TASKS else
                              ("time_to_450_s", "seconds to mean return 450 (median)", "wall time to 450, lower is "
                                                                                       "better"))
         rows = {n: r for n, r in _rows(figures, task).items() if r.get(key)}
@@ -307,7 +310,7 @@ def output_stem(record: Path) -> Path:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="rlrun-bench peers", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
-                   help=f"seed 0, {' and '.join(QUICK_TASKS)} only, {acting.QUICK_SECONDS:.0f} s of acting (CI)")
+                   help=f"seed 0, {' and '.join(QUICK_TASKS)} only, shorter Pong runs (CI)")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--contenders", default=",".join(CONTENDERS))
@@ -321,35 +324,40 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"rlrun-bench peers: unknown {unknown}; tasks: {TASKS}, contenders: "
                          f"{CONTENDERS + EXTRA_CONTENDERS}")
+    wanted = [c for c in args.contenders.split(",")
+              if any(c in (pong_tasks.TASKS[t].contenders if t in pong_tasks.TASKS
+                           else CARTPOLE_CONTENDERS + EXTRA_CONTENDERS) for t in tasks)]
     ready: dict[str, Contender] = {}
     skipped: dict[str, str] = {}
-    for name in args.contenders.split(","):
+    for name in wanted:  # a peer's venv is made only when a task asked for has it as a contender
         try:
             ready[name] = contender(name)
         except PeerUnavailable as e:
             skipped[name] = str(e)
             print(f"peers: {name} skipped: {e}", flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
-           "RAY_AUTH_MODE": "disabled", "RAY_DEDUP_LOGS": "0"}
+           "RAY_AUTH_MODE": "disabled", "RAY_DEDUP_LOGS": "0",
+           "SB3_LOGDIR": "."}  # SB3 makes its (empty) log folder in the run's scratch cwd, not one per run in /tmp
     env.pop("RAY_ADDRESS", None)
     # Bytecode as on a user's machine: with PYTHONDONTWRITEBYTECODE (set on this machine class) a venv without .pyc
     # files compiles every module it imports at each start (measured: rlrun's first episode 5.5 s instead of 4.3 s,
     # and each peer's venv differs). It is unset, and one untimed warm-up start per contender writes them.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if any(t.startswith("cartpole_") for t in tasks):
-        for name, c in ready.items():
+    cartpole_names = [n for n in ready if n in CARTPOLE_CONTENDERS + EXTRA_CONTENDERS]
+    if any(t in CARTPOLE_TASKS for t in tasks):
+        for name, c in ((n, ready[n]) for n in cartpole_names):
             with tempfile.TemporaryDirectory(prefix=f"peers-warmup-{name}-") as cwd:
                 measure(c.command("ppo", 0), c.parse, args.budget_s, Path(cwd), {**env, **c.env},
                         until_first_episode=True)
     figures: dict[str, Any] = {"threshold": THRESHOLD, "window": WINDOW, "seeds": seeds}
-    names = list(ready)
     for task in tasks:
-        if task == acting.TASK:
-            figures.update(acting.run_task({n: ready[n].python for n in names if n in acting.CONTENDERS},
-                                           {n: ready[n].version for n in names}, seeds,
-                                           acting.QUICK_SECONDS if args.quick else acting.SECONDS, args.budget_s,
-                                           env))
+        if task in pong_tasks.TASKS:
+            t = pong_tasks.TASKS[task]
+            figures.update(pong_tasks.run_task(t, {n: ready[n].python for n in ready if n in t.contenders},
+                                               {n: ready[n].version for n in ready}, seeds,
+                                               t.quick_seconds if args.quick else t.seconds, args.budget_s, env))
             continue
+        names = cartpole_names
         algo = task.split("_", 1)[1]
         runs: dict[str, list[Run]] = {n: [] for n in names}
         for i, seed in enumerate(seeds):

@@ -42,18 +42,31 @@ CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"  # vwxyzjn/cleanrl m
 
 PEERS: dict[str, Peer] = {p.name: p for p in (
     # rl-baselines3-zoo's CartPole settings are given by the runner (tasks/sb3_runner.py) from the zoo's files.
-    # ale-py and OpenCV for the Pong tasks (SB3's AtariWrapper resizes with cv2): the same emulator as rlrun's.
-    Peer("sb3", ("stable-baselines3==2.9.2", "ale-py==0.12.1", "opencv-python-headless==5.0.0.93"),
+    # ale-py and OpenCV for the Pong tasks (SB3's AtariWrapper resizes with cv2): the same emulator as rlrun's;
+    # mujoco for the mujoco_ppo task (HalfCheetah-v5 under SB3's gymnasium 1.x): the same engine version as rlrun's,
+    # and imageio, the other package of gymnasium's mujoco extra (gymnasium.envs.mujoco imports it).
+    Peer("sb3", ("stable-baselines3==2.9.2", "ale-py==0.12.1", "opencv-python-headless==5.0.0.93", "mujoco==4.0.0",
+                 "imageio>=2.14.1"),
          "stable-baselines3"),
-    # CleanRL's pyproject pins gymnasium 0.29.1 (numpy 1); dqn.py imports its replay buffer from cleanrl_utils.
-    Peer("cleanrl", ("gymnasium==0.29.1", "numpy<2", "tyro>=0.5.10", "tensorboard>=2.10"), "gymnasium",
+    # CleanRL's pyproject pins gymnasium 0.29.1 (numpy 1); dqn.py imports its replay buffer from cleanrl_utils. Its
+    # mujoco extra (mujoco<=2.3.3, imageio>=2.14.1,<3; gymnasium 0.29.1 wants mujoco>=2.3.3) for the mujoco_ppo task:
+    # ppo_continuous_action.py on HalfCheetah-v4 (gymnasium 0.29 has no v5 tasks).
+    Peer("cleanrl", ("gymnasium==0.29.1", "numpy<2", "tyro>=0.5.10", "tensorboard>=2.10", "mujoco==2.3.3",
+                     "imageio>=2.14.1,<3"),
+         "gymnasium",
          scripts={"cleanrl/ppo.py": "d8dfbb7ac0b21e747b77d6e6673e566db4d6cdacc83bcebcd19cf87ad0e459ae",
                   "cleanrl/dqn.py": "a0effc7d087264da1644c3c79eb99cc3ab02b214a758ebf6e9c1443b21ad57d3",
+                  "cleanrl/ppo_continuous_action.py":
+                      "326dd8678bf9cc51abec833eb551ef2409a3804d604b689e1f0a084eca41f655",
                   "cleanrl_utils/__init__.py": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
                   "cleanrl_utils/buffers.py": "b43d54020783ac53f7d23fe7c0ed72aff20e1f377a633d134d66eb9bdbece4b8"},
          script_url=f"https://raw.githubusercontent.com/vwxyzjn/cleanrl/{CLEANRL_COMMIT}/{{name}}"),
     # RLlib's new API stack (the default in Ray 2.60); its own gymnasium pin.
     Peer("rllib", ("ray[rllib]==2.60.0",), "ray"),
+    # Sample Factory 2.1.1 (its last release) pins gymnasium<1.0 (0.29.1); under gymnasium 0.29 ale-py 0.12 does not
+    # register its ids (gymnasium.error.NameNotFound: Environment PongNoFrameskip doesn't exist), ale-py 0.9.0 does.
+    Peer("sample_factory", ("sample-factory==2.1.1", "ale-py==0.9.0", "opencv-python-headless==4.10.0.84"),
+         "sample-factory"),
 )}
 
 

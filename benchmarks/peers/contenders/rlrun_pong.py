@@ -1,7 +1,11 @@
-"""rlrun acting on Pong (``rlrun algo=ppo env=pong``: the DeepMind protocol, 8 env copies in one local worker, the
-Nature-CNN actor-critic of its Atari preset) without learning: the plan's own worker set samples rollouts of 128
-agent steps per copy, as its training step does, with the untrained network. Prints one JSON line per rollout,
-``benchmarks/peers/acting.py``'s protocol. Runs in rlrun's venv."""
+"""rlrun on Pong (``rlrun algo=ppo env=pong``: the DeepMind protocol, 8 env copies in one local worker, the
+Nature-CNN actor-critic and PPO settings of its Atari preset, conf/algo_env/ppo_atari.yaml).
+
+``--mode acting``: no learning; the plan's own worker set samples rollouts of 128 agent steps per copy, as its
+training step does, with the untrained network. ``--mode training``: the plan's ``training_step`` (a rollout, then
+PPO's 4 epochs of 4 minibatches on it, then the weights to the workers), learning included, as ``rlrun algo=ppo
+env=pong`` runs it. Prints one JSON line per rollout / update, ``benchmarks/peers/pong_tasks.py``'s protocol. Runs
+in rlrun's venv."""
 
 from __future__ import annotations
 
@@ -10,8 +14,9 @@ import argparse
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--mode", choices=("acting", "training"), default="acting")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seconds", type=float, default=20.0, help="acting time after the first rollout")
+    p.add_argument("--seconds", type=float, default=20.0, help="acting / training time after the first rollout")
     p.add_argument("--num-envs", type=int, default=8)
     p.add_argument("--rollout-steps", type=int, default=128)
     args = p.parse_args()
@@ -34,12 +39,18 @@ def main() -> None:
     executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, args.seed)
     plan = registry.get("algo", "ppo")(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
                                        resolve_device(cfg.device), args.seed)
+
+    def one_round() -> int:
+        """Agent steps of one rollout (acting) or one training step (a rollout and the update on it)."""
+        if args.mode == "training":
+            return plan.training_step().env_steps
+        return sum(batch.env_steps for batch in plan.workers.sample(args.rollout_steps))
+
     try:
         steps, start = 0, None
         while start is None or time.perf_counter() - start < args.seconds:
-            for batch in plan.workers.sample(args.rollout_steps):
-                steps += batch.env_steps
-            if start is None:  # the first rollout is start-up (its time is the harness's start-up figure)
+            steps += one_round()
+            if start is None:  # the first round is start-up (its time is the harness's start-up figure)
                 start, steps = time.perf_counter(), 0
             print(json.dumps({"agent_steps": steps, "seconds": time.perf_counter() - start,
                               "frame_skip": env_factory.spec.frame_skip}), flush=True)
