@@ -194,10 +194,10 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark(
         "sampling_limit", "benchmarks.sampling_limit",
         "rlrun acting throughput (env + policy through the worker set, no learning) as a fraction of the serial "
-        "limit 1/(1/raw env + 1/bare policy), CartPole and Pong, per executor",
+        "limit 1/(1/raw env + 1/bare policy) and of a hand-written acting loop, CartPole and Pong, per executor",
         ci_args=("--quick",),
-        tolerances={"fraction_of_limit/*/ray": 0.4, "fraction_of_limit/*": 0.3},
-        goals={"fraction_of_limit/*": 0.8},
+        tolerances={"fraction_of_limit/*/ray": 0.4, "fraction_of_limit/*": 0.3, "fraction_of_hand_written/*": 0.3},
+        goals={"fraction_of_limit/*/local": 0.8, "fraction_of_limit/*/ray": 0.6},  # issue 19
         headline=("pong/x4/frames_per_s/*", "fraction_of_limit/*")),
     Benchmark(
         "multiagent_sampling", "benchmarks.multiagent_sampling",
@@ -215,16 +215,17 @@ SUITE: tuple[Benchmark, ...] = (
         timeout_s=1800),
     Benchmark(
         "peers", "benchmarks.peers",
-        "rlrun beside Stable-Baselines3, CleanRL (its scripts unchanged) and RLlib, each in its own venv, in one "
-        "invocation: CartPole PPO and DQN wall time to a mean return of 450, start-up to the first episode, peak "
-        "memory of the process tree; Pong acting frames/s at equal settings; ratios",
+        "rlrun beside Stable-Baselines3, CleanRL (its scripts unchanged), RLlib and Sample Factory, each in its own "
+        "venv, in one invocation: CartPole PPO and DQN wall time to a mean return of 450, start-up to the first "
+        "episode, peak memory of the process tree; Pong acting and training frames/s at equal settings; MuJoCo PPO "
+        "wall time for 1M env steps with the return beside it (when named); ratios",
         ci_args=("--quick",),
-        compared=("ratio/*/time_to_450/*", "*/fraction_reached", "ratio/pong_acting/frames_per_s/*",
+        compared=("ratio/*/time_to_450/*", "*/fraction_reached", "ratio/pong_*/frames_per_s/*",
                   "*/fraction_ran"),
         tolerances={"ratio/*": 0.35, "*/fraction_reached": 0.35, "*/fraction_ran": 0.35},
         goals={"ratio/cartpole_ppo/time_to_450/sb3_over_rlrun": 2.0},
         headline=("ratio/*", "*/time_to_450_s", "*/first_episode_s", "*/peak_rss_mib", "*/frames_per_s",
-                  "*/startup_s"),
+                  "*/startup_s", "*/wall_s", "*/final_return"),
         timeout_s=5400),
     Benchmark(
         "executor_throughput", "benchmarks.executor_throughput",

@@ -35,7 +35,7 @@ Figures (flat keys): ``<task>/<contender>/time_to_450_s`` (median; null when few
 ``ratio/<task>/first_episode/<peer>_over_rlrun``, ``ratio/<task>/peak_rss/<peer>_over_rlrun``. Written as the
 usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per task beside it.
 
-    python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks cartpole_ppo,cartpole_dqn]
+    python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks cartpole_ppo,cartpole_dqn,...]
                                [--contenders rlrun,sb3,cleanrl,rllib] [--budget-s 300]
 
 - ``pong_acting``, ``pong_training``: frames/s on Pong at equal settings (DeepMind protocol, 8 copies, rollouts of
@@ -44,6 +44,10 @@ usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per task b
   (benchmarks/peers/pong_tasks.py: the settings, the protocol, and why CleanRL and RLlib are not in them).
   Figures ``<task>/<contender>/frames_per_s`` etc. and ``ratio/<task>/frames_per_s/rlrun_over_<peer>`` (> 1: rlrun
   is faster).
+- ``mujoco_ppo`` (run when named in ``--tasks``: about three hours on 2 cores): PPO on HalfCheetah for 1M env steps
+  (``--mujoco-env-steps``) at CleanRL's ``ppo_continuous_action.py`` settings (rlrun, SB3, CleanRL's script
+  unchanged): wall time for the same work with each contender's final return beside it
+  (benchmarks/peers/mujoco_task.py).
 
 ``--quick`` (CI): seed 0, ``cartpole_ppo`` and ``pong_acting`` (15 s of acting per contender).
 """
@@ -63,7 +67,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.common import OUT_ENV, fingerprint, results_dir, write_result
-from benchmarks.peers import pong_tasks
+from benchmarks.peers import mujoco_task, pong_tasks
 from benchmarks.peers.processes import watch
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, scripts_dir, version
 
@@ -71,7 +75,9 @@ HERE = Path(__file__).resolve().parent
 THRESHOLD = 450.0
 WINDOW = 20
 CARTPOLE_TASKS = ("cartpole_ppo", "cartpole_dqn")
-TASKS = (*CARTPOLE_TASKS, *pong_tasks.TASKS)
+TASKS = (*CARTPOLE_TASKS, *pong_tasks.TASKS, mujoco_task.TASK)
+# Without --tasks: every task but mujoco_ppo (3 contenders x 3 seeds x ~20 min on 2 cores), which runs when named.
+DEFAULT_TASKS = tuple(t for t in TASKS if t != mujoco_task.TASK)
 QUICK_TASKS = ("cartpole_ppo", "pong_acting")
 CARTPOLE_CONTENDERS = ("rlrun", "sb3", "cleanrl", "rllib")
 CONTENDERS = (*CARTPOLE_CONTENDERS, "sample_factory")
@@ -257,6 +263,11 @@ def markdown(figures: dict[str, Any], tasks: list[str], skipped: dict[str, str])
         others = [n for n in CONTENDERS if n not in pong_tasks.TASKS[task].contenders]
         lines.append(f"\n{task}: {', '.join(others)} are not contenders of this task "
                      f"(benchmarks/peers/pong_tasks.py says why).")
+    if mujoco_task.TASK in tasks:
+        lines += ([""] if lines else []) + mujoco_task.markdown_rows(_rows(figures, mujoco_task.TASK), figures)
+        others = [n for n in CONTENDERS if n not in mujoco_task.CONTENDERS]
+        lines.append(f"\n{mujoco_task.TASK}: {', '.join(others)} are not contenders of this task "
+                     f"(benchmarks/peers/mujoco_task.py says why).")
     for name, why in skipped.items():
         lines.append(f"\n- **{name}** did not run: {why}")
     return "\n".join(lines) + "\n"
@@ -273,7 +284,7 @@ def bar_charts(figures: dict[str, Any], tasks: list[str], stem: Path) -> list[Pa
     out = []
     for task in tasks:
         key, label, title = (("frames_per_s", "frames/s (median)", "frames/s, higher is better")
-                             if task in pong_tasks.TASKS else
+                             if task in pong_tasks.TASKS else mujoco_task.CHART if task == mujoco_task.TASK else
                              ("time_to_450_s", "seconds to mean return 450 (median)", "wall time to 450, lower is "
                                                                                       "better"))
         rows = {n: r for n, r in _rows(figures, task).items() if r.get(key)}
@@ -312,7 +323,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true",
                    help=f"seed 0, {' and '.join(QUICK_TASKS)} only, shorter Pong runs (CI)")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--tasks", default=",".join(DEFAULT_TASKS),
+                   help=f"of {', '.join(TASKS)} (default: all but {mujoco_task.TASK}, which runs when named)")
+    p.add_argument("--mujoco-env-steps", type=int, default=None,
+                   help=f"{mujoco_task.TASK}'s budget (default {mujoco_task.BUDGET_ENV_STEPS:,}; "
+                        f"{mujoco_task.QUICK_BUDGET_ENV_STEPS:,} under --quick)")
     p.add_argument("--contenders", default=",".join(CONTENDERS))
     p.add_argument("--budget-s", type=float, default=300.0, help="wall-time cap of one run")
     args = p.parse_args(argv)
@@ -326,6 +341,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"{CONTENDERS + EXTRA_CONTENDERS}")
     wanted = [c for c in args.contenders.split(",")
               if any(c in (pong_tasks.TASKS[t].contenders if t in pong_tasks.TASKS
+                           else mujoco_task.CONTENDERS if t == mujoco_task.TASK
                            else CARTPOLE_CONTENDERS + EXTRA_CONTENDERS) for t in tasks)]
     ready: dict[str, Contender] = {}
     skipped: dict[str, str] = {}
@@ -356,6 +372,12 @@ def main(argv: list[str] | None = None) -> None:
             figures.update(pong_tasks.run_task(t, {n: ready[n].python for n in ready if n in t.contenders},
                                                {n: ready[n].version for n in ready}, seeds,
                                                t.quick_seconds if args.quick else t.seconds, args.budget_s, env))
+            continue
+        if task == mujoco_task.TASK:
+            budget = args.mujoco_env_steps or (mujoco_task.QUICK_BUDGET_ENV_STEPS if args.quick
+                                               else mujoco_task.BUDGET_ENV_STEPS)
+            figures.update(mujoco_task.run_task({n: ready[n].python for n in ready if n in mujoco_task.CONTENDERS},
+                                                {n: ready[n].version for n in ready}, seeds, budget, env))
             continue
         names = cartpole_names
         algo = task.split("_", 1)[1]

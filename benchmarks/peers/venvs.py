@@ -43,10 +43,10 @@ CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"  # vwxyzjn/cleanrl m
 PEERS: dict[str, Peer] = {p.name: p for p in (
     # rl-baselines3-zoo's CartPole settings are given by the runner (tasks/sb3_runner.py) from the zoo's files.
     # ale-py and OpenCV for the Pong tasks (SB3's AtariWrapper resizes with cv2): the same emulator as rlrun's;
-    # mujoco for the mujoco_ppo task (HalfCheetah-v5 under SB3's gymnasium 1.x): the same engine version as rlrun's,
-    # and imageio, the other package of gymnasium's mujoco extra (gymnasium.envs.mujoco imports it).
-    Peer("sb3", ("stable-baselines3==2.9.2", "ale-py==0.12.1", "opencv-python-headless==5.0.0.93", "mujoco==4.0.0",
-                 "imageio>=2.14.1"),
+    # gymnasium's mujoco extra for the mujoco_ppo task (HalfCheetah-v5 under SB3's gymnasium 1.x; gymnasium.envs.mujoco
+    # imports imageio and packaging too), with the same engine version as rlrun's.
+    Peer("sb3", ("stable-baselines3==2.9.2", "ale-py==0.12.1", "opencv-python-headless==5.0.0.93", "gymnasium[mujoco]",
+                 "mujoco==4.0.0"),
          "stable-baselines3"),
     # CleanRL's pyproject pins gymnasium 0.29.1 (numpy 1); dqn.py imports its replay buffer from cleanrl_utils. Its
     # mujoco extra (mujoco<=2.3.3, imageio>=2.14.1,<3; gymnasium 0.29.1 wants mujoco>=2.3.3) for the mujoco_ppo task:
