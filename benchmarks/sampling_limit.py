@@ -11,10 +11,18 @@ For each setting (an env and a number of env copies), in one process and interle
     ``worker_set.sample_async(rollout_steps)`` (batches as they arrive, as an Ape-X plan samples) with exploration
     on as in training, no learning and no replay: env steps/s.
 
+(d) **hand-written actor**: what a single-file script's acting loop does with the same parts, as the reference for
+    what plain Python reaches when env and policy alternate: the bare network of (b) on its own copy of the env
+    copies, epsilon-greedy with numpy's draws, each step's observation, action, reward and done flags kept in
+    lists and stacked every ``ROLLOUT_STEPS`` steps, episode returns summed: env steps/s.
+
 The serial limit is ``1 / (1/a + 1/b)``: env and policy on the same cores, one after the other (DESIGN.md,
 "Performance model"); (c) is reported as ``fraction_of_limit/<env>/x<N>/<executor>`` (goal, issue 7: >= 0.8),
 the median over rounds of the per-round fraction. ``time_share/...`` splits (c)'s wall time into env stepping,
-inference and the rest (building batches, bookkeeping), from the worker's own stage timers.
+inference and the rest (building batches, bookkeeping), from the worker's own stage timers. Alternating env and
+policy costs more than their sum even in (d) (each evicts the other's code and data from the core's caches), so
+(d) is reported as ``fraction_of_limit/<env>/x<N>/hand_written`` beside rlrun's, and rlrun against it as
+``fraction_of_hand_written/<env>/x<N>/<executor>`` (>= 1: rlrun's worker acts as fast as the plain loop).
 
 Executors: every one of ``EXECUTORS`` that rlrun's registry has is measured with the same number of env copies
 (``executor_overrides``): ``local``, one in-process worker with N copies; ``ray``, min(N, cores) worker actors
@@ -22,8 +30,9 @@ sharing the N copies (so its (c) runs in parallel and may pass the *serial* limi
 setting (started here, so its start-up is not timed: that is the ``ray_startup`` benchmark's). ``time_share`` is
 reported for ``local`` only (Ray workers' stage times overlap). An executor that fails (or does not exist yet)
 is listed under ``unavailable/`` with the reason; the others are still measured.
-Settings: CartPole-v1 with 1 and 8 copies; Pong (DeepMind protocol, ``env=pong``) with 1 and 4 copies when the
-Atari env can be built here. One torch thread, as rlrun's default.
+Settings: CartPole-v1 with 1 and 8 copies, and 8 copies stepped by gymnasium's batched CartPoleVectorEnv
+(``cartpole_vep``: ``env.vectorization=vector_entry_point``; its (a) is that env's speed); Pong (DeepMind protocol,
+``env=pong``) with 1 and 4 copies when the Atari env can be built here. One torch thread, as rlrun's default.
 
     python -m benchmarks.sampling_limit [--quick] [--seconds S] [--rounds N] [--settings cartpole:1,pong:4]
 """
@@ -55,7 +64,10 @@ def executor_overrides(name: str, num_envs: int, cores: int) -> list[str]:
         return ["executor=ray", f"executor.num_workers={workers}",
                 f"executor.num_envs_per_worker={num_envs // workers}", "executor.vector_mode=sync"]
     return [f"executor={name}"]
-SETTINGS = (("cartpole", 1), ("cartpole", 8), ("pong", 1), ("pong", 4))
+SETTINGS = (("cartpole", 1), ("cartpole", 8), ("cartpole_vep", 8), ("pong", 1), ("pong", 4))
+# Settings' env names that are an env config option with overrides: CartPole stepped by gymnasium's own batched
+# CartPoleVectorEnv (env.vectorization=vector_entry_point), whose raw speed (a) is then that env's.
+ENV_VARIANTS = {"cartpole_vep": ("cartpole", ("env.vectorization=vector_entry_point",))}
 ROLLOUT_STEPS = 16  # agent steps per env copy per sample() call: DQN's default algo.rollout_steps
 
 
@@ -83,7 +95,8 @@ class Setting:
         from rlrun.registry import registry
 
         self.env, self.num_envs, self.seed = env, num_envs, seed
-        self.overrides = [f"env={env}", f"seed={seed}"]
+        option, extra = ENV_VARIANTS.get(env, (env, ()))
+        self.overrides = [f"env={option}", *extra, f"seed={seed}"]
         cfg = compose([*self.overrides, *executor_overrides("local", num_envs, 1)])
         self.factory = registry.build("env", cfg.env.name, cfg.env)
         self.spec = self.factory.spec
@@ -100,6 +113,10 @@ class Setting:
         self.bare, _ = bare_copy_of(self.agent, self.spec.observation_space, int(self.spec.action_space.n),
                                     self.network)
         self.bare_obs = np.ascontiguousarray(self.obs)
+        # (d) the hand-written actor's own env copies (the same backend and vector mode)
+        self.hand_envs = self.factory.make_vector(num_envs, str(cfg.executor.vector_mode))
+        self.hand_obs, _ = self.hand_envs.reset(seed=[seed + i for i in range(num_envs)])
+        self.hand_rng = np.random.default_rng(seed)
         self.executors: dict[str, Any] = {}
         self.worker_sets: dict[str, Any] = {}
 
@@ -122,6 +139,42 @@ class Setting:
             return self.num_envs
 
         units, elapsed = _timed_blocks(step, seconds)
+        return units / elapsed
+
+    def hand_written(self, seconds: float) -> float:
+        """(d): a plain acting loop over the bare network and its own env copies (module docstring)."""
+        envs, bare, n = self.hand_envs, self.bare, self.num_envs
+        rng, epsilon = self.hand_rng, 0.05
+        num_actions = int(self.spec.action_space.n)
+        returns = np.zeros(n)
+        finished: list[float] = []
+
+        def rollout() -> int:
+            obs_l, act_l, rew_l, done_l = [], [], [], []
+            obs = self.hand_obs
+            for _ in range(ROLLOUT_STEPS):
+                q = bare(bare_input(torch.from_numpy(obs), self.network))
+                actions = q.argmax(dim=1).numpy()
+                explore = rng.random(n) < epsilon
+                if explore.any():
+                    actions = np.where(explore, rng.integers(0, num_actions, n), actions)
+                next_obs, rewards, terminated, truncated, _ = envs.step(actions)
+                done = terminated | truncated
+                obs_l.append(obs)
+                act_l.append(actions)
+                rew_l.append(rewards)
+                done_l.append(done)
+                returns[:] += rewards
+                if done.any():
+                    finished.extend(returns[done])
+                    returns[done] = 0.0
+                obs = next_obs
+            self.hand_obs = obs
+            np.stack(obs_l), np.stack(act_l), np.stack(rew_l), np.stack(done_l)
+            return ROLLOUT_STEPS * n
+
+        with torch.inference_mode():
+            units, elapsed = _timed_blocks(rollout, seconds)
         return units / elapsed
 
     def policy_forward(self, seconds: float) -> float:
@@ -155,6 +208,7 @@ class Setting:
 
     def close(self) -> None:
         self.envs.close()
+        self.hand_envs.close()
         for executor in self.executors.values():
             executor.stop()
 
@@ -186,12 +240,14 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: lis
         executors = [n for n in executors if n not in failed]
         setting.raw_env(min(seconds, 0.3))  # warm-up of every side
         setting.policy_forward(min(seconds, 0.3))
+        setting.hand_written(min(seconds, 0.3))
         for name in executors:
             isolated(name, lambda: setting.acting(name, min(seconds, 0.3)))  # noqa: B023 - called at once
         executors = [n for n in executors if n not in failed]
-        raw, policy, limit = [], [], []
+        raw, policy, limit, hand, hand_fractions = [], [], [], [], []
         acting: dict[str, list[float]] = {n: [] for n in executors}
         fractions: dict[str, list[float]] = {n: [] for n in executors}
+        of_hand: dict[str, list[float]] = {n: [] for n in executors}
         shares: dict[str, list[dict[str, float]]] = {n: [] for n in executors}
         for _ in range(rounds):
             a = setting.raw_env(seconds)
@@ -200,23 +256,30 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: lis
             raw.append(a)
             policy.append(b)
             limit.append(serial)
+            d = setting.hand_written(seconds)
+            hand.append(d)
+            hand_fractions.append(d / serial)
             for name in [n for n in executors if n not in failed]:
                 measured = isolated(name, lambda: setting.acting(name, seconds))  # noqa: B023 - called at once
                 if measured is not None:
                     acting[name].append(measured[0])
                     fractions[name].append(measured[0] / serial)
+                    of_hand[name].append(measured[0] / d)
                     shares[name].append(measured[1])
     finally:
         setting.close()
     executors = [n for n in executors if n not in failed]
     med = statistics.median
     figures: dict[str, Any] = {f"{key}/network": setting.network, f"{key}/frame_skip": skip}
-    for label, values in (("raw_env", raw), ("policy_forward", policy), ("serial_limit", limit),
+    for label, values in (("raw_env", raw), ("policy_forward", policy), ("serial_limit", limit), ("hand_written", hand),
                           *((f"rlrun_{n}", acting[n]) for n in executors)):
         figures[f"{key}/env_steps_per_s/{label}"] = round(med(values), 1)
         figures[f"{key}/frames_per_s/{label}"] = round(med(values) * skip, 1)
+    figures[f"fraction_of_limit/{key}/hand_written"] = round(med(hand_fractions), 4)
+    figures[f"fraction_of_limit/{key}/hand_written/rounds"] = [round(f, 4) for f in hand_fractions]
     for name in executors:
         figures[f"fraction_of_limit/{key}/{name}"] = round(med(fractions[name]), 4)
+        figures[f"fraction_of_hand_written/{key}/{name}"] = round(med(of_hand[name]), 4)
         figures[f"fraction_of_limit/{key}/{name}/rounds"] = [round(f, 4) for f in fractions[name]]
         if name == "local":
             for part in ("env", "inference", "other"):
@@ -242,7 +305,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="CI settings: 3 rounds of 0.4 s blocks")
     parser.add_argument("--seconds", type=float, help="seconds per timed block (default 1.0; --quick 0.4)")
-    parser.add_argument("--rounds", type=int, help="rounds of (a), (b), (c) (default 5; --quick 3)")
+    parser.add_argument("--rounds", type=int, help="rounds of (a), (b), (d), (c) (default 5; --quick 3)")
     parser.add_argument("--settings", default=",".join(f"{e}:{n}" for e, n in SETTINGS),
                         help="comma-separated env:copies (env: a config option of the env group)")
     parser.add_argument("--executors", help=f"comma-separated (default: those of {', '.join(EXECUTORS)} that exist)")

@@ -260,6 +260,10 @@ def test_the_ci_set_and_its_judgement() -> None:
     assert suite["logger_overhead"].goal("ratio/env_steps_per_s/tensorboard_vs_none") == 0.97
     assert suite["sampling_limit"].tolerance("fraction_of_limit/pong/x4/local") == 0.3
     assert suite["sampling_limit"].tolerance("fraction_of_limit/pong/x4/ray") == 0.4
+    # issue 19's goals: local >= 0.8 and ray >= 0.6 of the serial limit; the hand-written reference has none
+    assert suite["sampling_limit"].goal("fraction_of_limit/cartpole/x8/local") == 0.8
+    assert suite["sampling_limit"].goal("fraction_of_limit/cartpole/x8/ray") == 0.6
+    assert suite["sampling_limit"].goal("fraction_of_limit/cartpole/x8/hand_written") is None
     assert suite["logger_overhead"].tolerance("something/else") == 0.25  # the default
     assert suite["logger_overhead"].is_compared("ratio/env_steps_per_cpu_s/tensorboard_vs_none")
     assert not suite["logger_overhead"].is_compared("ratio/env_steps_per_s/tensorboard_vs_none")
@@ -299,6 +303,26 @@ def test_serial_limit_and_medians_with_misses() -> None:
 
     assert serial_limit(3000.0, 1500.0) == pytest.approx(1000.0)
     assert _median_or_none([10.0, None, 30.0]) == 30.0 and _median_or_none([None, None, 5.0]) is None
+
+
+def test_sampling_limit_measures_rlrun_beside_the_limit_and_a_hand_written_actor() -> None:
+    """One round on CartPole x2, local executor: every side measured, and the fractions are the ratios of the
+    measured speeds (one round: the medians are those speeds)."""
+    from benchmarks.sampling_limit import measure, serial_limit
+
+    f = measure("cartpole", 2, rounds=1, seconds=0.05, executors=["local"])
+    speed = {side: f[f"cartpole/x2/env_steps_per_s/{side}"]
+             for side in ("raw_env", "policy_forward", "serial_limit", "hand_written", "rlrun_local")}
+    assert all(v > 100 for v in speed.values()), speed
+    assert speed["serial_limit"] == pytest.approx(serial_limit(speed["raw_env"], speed["policy_forward"]), rel=1e-3)
+    assert f["fraction_of_limit/cartpole/x2/local"] == pytest.approx(speed["rlrun_local"] / speed["serial_limit"],
+                                                                     rel=2e-3)
+    assert f["fraction_of_limit/cartpole/x2/hand_written"] == pytest.approx(
+        speed["hand_written"] / speed["serial_limit"], rel=2e-3)
+    assert f["fraction_of_hand_written/cartpole/x2/local"] == pytest.approx(
+        speed["rlrun_local"] / speed["hand_written"], rel=2e-3)
+    shares = [f[f"time_share/cartpole/x2/local/{part}"] for part in ("env", "inference", "other")]
+    assert sum(shares) == pytest.approx(1.0, abs=0.01)
 
 
 def test_time_to_threshold_crossings_and_peer_ratios() -> None:
