@@ -176,7 +176,13 @@ def set_env_state(env: Any, layers: list[dict[str, Any]]) -> None:
 
 def vector_env_state(envs: Any) -> dict[str, Any] | None:
     """The state of a gymnasium vector env and of every env copy in it; None when the copies live in other
-    processes (AsyncVectorEnv), whose state cannot be read from here."""
+    processes (AsyncVectorEnv), whose state cannot be read from here.
+
+    A batched vector env that holds every copy's state in its own attributes (``holds_copies_state``: the
+    ``env.vectorization=vector_entry_point`` adapters of rlrun/envs/vector_entry_point.py) is saved as one env, its
+    wrapper layers down to the batched env: ``{"batched": layers}`` (arrays, step counters, its generator)."""
+    if getattr(envs, "holds_copies_state", False):
+        return {"batched": env_state(envs)}
     inner = getattr(envs, "envs", None)
     if not isinstance(inner, list):
         return None
@@ -184,6 +190,18 @@ def vector_env_state(envs: Any) -> dict[str, Any] | None:
 
 
 def set_vector_env_state(envs: Any, state: dict[str, Any]) -> None:
+    batched = getattr(envs, "holds_copies_state", False)
+    if batched != ("batched" in state):
+        have, saved = ("one batched vector env", "env copies of their own") if batched else \
+            ("env copies of their own", "one batched vector env")
+        raise CheckpointError(f"the run steps {have} but the checkpoint holds {saved}; env.vectorization changed "
+                              f"since it was written.")
+    if batched:
+        saved_n = decode(state["batched"][-1]["attrs"].get("num_envs"))
+        if saved_n != envs.num_envs:
+            raise CheckpointError(f"the checkpoint holds {saved_n} env copies but the run has {envs.num_envs}")
+        set_env_state(envs, state["batched"])
+        return
     inner = envs.envs
     if len(inner) != len(state["envs"]):
         raise CheckpointError(f"the checkpoint holds {len(state['envs'])} env copies but the run has {len(inner)}")

@@ -11,6 +11,7 @@ import gymnasium as gym
 
 from rlrun import spaces as sp
 from rlrun.envs.protocol import gym_card
+from rlrun.envs.vector_entry_point import adapter_for, make_same_step
 from rlrun.errors import ConfigError
 
 
@@ -30,14 +31,24 @@ class GymEnvFactory:
     Vector envs reset finished copies in the same step (gymnasium's SAME_STEP autoreset): the observation returned
     for a finished copy is its reset observation and the real final observation is in ``info["final_obs"]``, which
     is what a transition's ``next_obs`` needs after a time-limit truncation.
+
+    ``cfg.vectorization``: copies (default: one env object per copy in gymnasium's Sync/AsyncVectorEnv) |
+    vector_entry_point (the id's own batched vector env, adapted to SAME_STEP autoreset:
+    rlrun/envs/vector_entry_point.py; refused here, before anything starts, for an id that has none). The choices
+    are declared and checked with the schema (``rlrun.config.GymEnvConfig``).
     """
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
         self.registered_id = registered_id(str(cfg.id))
+        self.vectorization = str(getattr(cfg, "vectorization", None) or "copies")
+        if self.vectorization == "vector_entry_point":
+            adapter_for(self.registered_id)  # a ConfigError for an id without one
         probe = self.make()
         self.spec = EnvSpec(cfg.id, probe.observation_space, probe.action_space, int(cfg.frame_skip))
         probe.close()
+        if self.vectorization == "vector_entry_point":
+            self.make_vector(1).close()  # a ConfigError for kwargs its constructor does not take
 
     def make(self, evaluation: bool = False) -> gym.Env:
         """One env copy. ``evaluation`` is accepted for a uniform factory interface (the Atari factory drops its
@@ -51,6 +62,16 @@ class GymEnvFactory:
             raise ConfigError(f"env.kwargs: {self.cfg.id} does not accept these arguments ({e}).") from None
 
     def make_vector(self, num_envs: int, mode: str = "sync") -> gym.vector.VectorEnv:
+        """``num_envs`` copies stepped together with SAME_STEP autoreset; ``mode``: sync (in this process) | async
+        (a subprocess per copy; not with ``env.vectorization=vector_entry_point``)."""
+        if self.vectorization == "vector_entry_point":
+            from rlrun.config import check_vectorization  # loads Hydra: only where this option is chosen
+
+            check_vectorization(self.vectorization, mode)
+            kwargs = dict(self.cfg.kwargs or {})
+            if self.cfg.max_episode_steps is not None:
+                kwargs["max_episode_steps"] = int(self.cfg.max_episode_steps)
+            return make_same_step(str(self.cfg.id), self.registered_id, num_envs, kwargs)
         fns: list[Callable[[], gym.Env]] = [self.make for _ in range(num_envs)]
         autoreset = gym.vector.AutoresetMode.SAME_STEP
         if mode == "sync":

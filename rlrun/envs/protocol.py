@@ -17,6 +17,11 @@ Keys every card has:
   frame_skip)`` (the ALE counts the no-op frames at reset too, so a game may end a few steps earlier);
 - ``units``: the step units used in the card.
 
+Cards of gymnasium ids (``gym_card``) add ``vectorization``: ``copies`` (one env object per copy) or
+``vector_entry_point`` (the id's own batched vector env: same dynamics, one random generator for the copies, so other
+trajectories for a seed), ``env_kwargs`` and ``registered`` (the id's registry entry: entry point, vector entry
+point, time limit, reward threshold, kwargs).
+
 Atari cards (``atari_card``) add ``game``, ``max_pool``, ``sticky_action_probability``, ``action_set``
 (``full`` | ``minimal``), ``num_actions``, ``max_episode_frames``, ``life_loss``, ``reward_clipping``,
 ``noop_max``, ``frame_size``, ``grayscale``, ``frame_stack``, ``observation`` and ``score`` (what the reported
@@ -63,12 +68,16 @@ def gym_card(cfg: Any, max_episode_steps: int | None, registered_id: str | None 
 
     card: dict[str, Any] = {
         "env_id": str(cfg.id), "env_factory": "gym", "backend": "gymnasium",
+        "vectorization": str(getattr(cfg, "vectorization", None) or "copies"),
         "versions": versions("gymnasium"), "frame_skip": int(cfg.frame_skip),
         "max_episode_steps": max_episode_steps, "env_kwargs": _plain(cfg.kwargs or {}), "units": UNITS,
     }
     spec = gym.registry.get(registered_id or str(cfg.id))
     if spec is not None:
-        card["registered"] = {"entry_point": str(spec.entry_point), "max_episode_steps": spec.max_episode_steps,
+        card["registered"] = {"entry_point": str(spec.entry_point),
+                              "vector_entry_point": None if spec.vector_entry_point is None
+                              else str(spec.vector_entry_point),
+                              "max_episode_steps": spec.max_episode_steps,
                               "reward_threshold": spec.reward_threshold, "nondeterministic": spec.nondeterministic,
                               "kwargs": _plain(spec.kwargs)}
     return card
