@@ -26,7 +26,9 @@ policy costs more than their sum even in (d) (each evicts the other's code and d
 
 Executors: every one of ``EXECUTORS`` that rlrun's registry has is measured with the same number of env copies
 (``executor_overrides``): ``local``, one in-process worker with N copies; ``ray``, min(N, cores) worker actors
-sharing the N copies (so its (c) runs in parallel and may pass the *serial* limit). One Ray cluster serves every
+sharing the N copies (so its (c) runs in parallel and may pass the *serial* limit); ``ray_batched``, the same with
+``executor.rollouts_per_request=8`` (a request costs ~1 ms of Ray's CPU time on each side, as much as a 16-step
+CartPole rollout of 4 copies: eight rollouts per request share it). One Ray cluster serves every
 setting (started here, so its start-up is not timed: that is the ``ray_startup`` benchmark's). ``time_share`` is
 reported for ``local`` only (Ray workers' stage times overlap). An executor that fails (or does not exist yet)
 is listed under ``unavailable/`` with the reason; the others are still measured.
@@ -52,11 +54,16 @@ import torch
 from benchmarks.common import load_average, publish
 from benchmarks.dqn_networks import bare_copy_of, bare_input, dqn_agent
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "ray", "ray_batched")
+# Executors measured with overrides: (the registered executor, its extra overrides).
+EXECUTOR_VARIANTS = {"ray_batched": ("ray", ("executor.rollouts_per_request=8",))}
 
 
 def executor_overrides(name: str, num_envs: int, cores: int) -> list[str]:
     """Config overrides that give executor ``name`` ``num_envs`` env copies in all (sync vector envs)."""
+    if name in EXECUTOR_VARIANTS:
+        base, extra = EXECUTOR_VARIANTS[name]
+        return [*executor_overrides(base, num_envs, cores), *extra]
     if name == "local":
         return [f"executor.num_envs={num_envs}", "executor.vector_mode=sync"]
     if name == "ray":
@@ -316,14 +323,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from rlrun.registry import registry
 
     registered = registry.names("executor")
-    executors = [e for e in (args.executors.split(",") if args.executors else EXECUTORS) if e in registered]
+    def exists(name: str) -> bool:
+        return EXECUTOR_VARIANTS.get(name, (name,))[0] in registered
+
+    executors = [e for e in (args.executors.split(",") if args.executors else EXECUTORS) if exists(e)]
     figures: dict[str, Any] = {"seconds_per_block": seconds, "rounds": rounds, "rollout_steps": ROLLOUT_STEPS,
                                "load_average_before": load_average()}
     for name in EXECUTORS:
-        if name not in registered:
+        if not exists(name):
             figures[f"unavailable/executor_{name}"] = (f"executor={name} does not exist yet; its acting throughput "
                                                        f"is measured here once it is registered")
-    started_ray = "ray" in executors and start_ray()
+    started_ray = any(EXECUTOR_VARIANTS.get(e, (e,))[0] == "ray" for e in executors) and start_ray()
     try:
         for item in [s for s in args.settings.split(",") if s]:
             env, _, copies = item.partition(":")

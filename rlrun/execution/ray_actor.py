@@ -89,6 +89,11 @@ class RemoteRolloutWorker:
                 sent = replace(sent, obs=shared)
         return replace(sent, transfer_seconds=time.perf_counter() - t0)
 
+    def sample_many(self, num_steps: int, explore: bool, weights: Any, rollouts: int) -> list[SampleBatch]:
+        """``rollouts`` rollouts of :meth:`sample`, one after the other, in one request (``weights``, when not None,
+        set before the first); through the object store."""
+        return [self.sample(num_steps, explore, weights if i == 0 else None) for i in range(int(rollouts))]
+
     def sample_split(self, num_steps: int, explore: bool, weights: Any, keys: Sequence[str],
                      slot: Slot | None = None) -> tuple:
         """:meth:`sample`, returned as ``(batch, info[keys[0]], info[keys[1]], ...)`` with those entries taken

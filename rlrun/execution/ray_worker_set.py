@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.errors import RlrunError, one_line
+from rlrun.errors import ConfigError, RlrunError, one_line
 from rlrun.execution.ray_actor import RemoteRolloutWorker, owned
 from rlrun.execution.ray_placement import await_placement, lost_errors, through_client, worker_strategy
 from rlrun.execution.rollout_worker import Policy
@@ -51,6 +51,12 @@ class RayWorkerSet:
         self.space = executor.env_factory.spec.observation_space
         self.num_workers = int(cfg.num_workers)
         self.envs_per_worker = int(cfg.num_envs_per_worker)
+        # Async requests ask for this many rollouts each (executor.rollouts_per_request); sync ones for one.
+        self.rollouts_per_request = int(getattr(cfg, "rollouts_per_request", 1) or 1)
+        if self.rollouts_per_request > 1 and self.info_by_reference:
+            raise ConfigError(f"executor.rollouts_per_request={self.rollouts_per_request}: this algorithm's plan "
+                              f"keeps rollout info ({', '.join(self.info_by_reference)}) in the object store, one "
+                              f"object per rollout request; use executor.rollouts_per_request=1.")
         self._actor_class = ray.remote(num_cpus=float(cfg.cpus_per_worker), max_restarts=0, max_concurrency=1,
                                        scheduling_strategy=worker_strategy(cfg))(RemoteRolloutWorker)
         self._factory_ref = ray.put(policy_factory if policy_factory is not None else PolicyCopy(policy))
@@ -112,7 +118,7 @@ class RayWorkerSet:
                                         env_seed, seed, str(self.cfg.vector_mode), str(self.cfg.worker_device),
                                         int(self.cfg.worker_torch_threads))
 
-    def _restart(self, w: int, error: BaseException, lost_requests: int = 0) -> None:
+    def _restart(self, w: int, error: BaseException, lost_requests: int = 0, rollouts_per_request: int = 1) -> None:
         """Replace worker ``w`` (its process or its node died): a new actor where the placement finds room, the
         rollouts it owed counted as lost (``executor/lost_env_steps``). Waits for the new actor to start; when no
         node has room for it within ``executor.restart_timeout_s``: a PlacementError (the run stops)."""
@@ -120,7 +126,7 @@ class RayWorkerSet:
 
         ex = self.executor
         ex.restarts += 1
-        ex.lost_env_steps += int(lost_requests) * self._async_args[0] * self.envs_per_worker
+        ex.lost_env_steps += int(lost_requests) * rollouts_per_request * self._async_args[0] * self.envs_per_worker
         if ex.restarts > int(self.cfg.max_worker_restarts):
             raise RlrunError(f"rollout worker {w} died ({one_line(error)}) and the run has restarted workers "
                              f"{ex.restarts - 1} times already (executor.max_worker_restarts="
@@ -146,27 +152,35 @@ class RayWorkerSet:
 
     def _fetch(self, ref: Any) -> SampleBatch:
         """A finished rollout: get it from the object store, rebuild it, count its stages."""
+        return self._fetch_all(ref)[0]
+
+    def _fetch_all(self, ref: Any) -> list[SampleBatch]:
+        """The rollouts of a finished request (one, or ``rollouts_per_request`` of an async one): from the object
+        store, rebuilt, their stages counted."""
         import ray
 
         t0 = time.perf_counter()
         info_refs = self._info_refs.pop(ref, None)
         slot = self._lent.pop(ref, None)
         try:
-            batch = ray.get(ref)
-            if isinstance(batch.obs, SharedArrays):
-                batch = replace(batch, obs=sp.unflatten(self.space, self._pool.views(batch.obs)))
-            batch = owned(batch)  # copies the observations out of the slot or the store
+            got = ray.get(ref)
+            batches = got if isinstance(got, list) else [got]
+            if isinstance(batches[0].obs, SharedArrays):
+                batches[0] = replace(batches[0], obs=sp.unflatten(self.space, self._pool.views(batches[0].obs)))
+            batches = [owned(b) for b in batches]  # copies the observations out of the slot or the store
         finally:
             if slot is not None:
                 self._pool.give_back(slot)
         if info_refs is not None:
-            batch.info.update(zip(self.info_by_reference, info_refs, strict=True))
-        self.timer.add("transfer", time.perf_counter() - t0 + batch.transfer_seconds)
-        self.timer.add("env_step", batch.env_seconds)
-        self.timer.add("inference", batch.inference_seconds)
-        if batch.postprocess_seconds:
-            self.timer.add("postprocess", batch.postprocess_seconds)
-        return batch
+            batches[0].info.update(zip(self.info_by_reference, info_refs, strict=True))
+        transfer = time.perf_counter() - t0
+        for batch in batches:
+            self.timer.add("transfer", transfer / len(batches) + batch.transfer_seconds)
+            self.timer.add("env_step", batch.env_seconds)
+            self.timer.add("inference", batch.inference_seconds)
+            if batch.postprocess_seconds:
+                self.timer.add("postprocess", batch.postprocess_seconds)
+        return batches
 
     def _wait(self, refs: list[Any], timeout: float | None, num_returns: int = 1) -> list[Any]:
         import ray
@@ -197,10 +211,13 @@ class RayWorkerSet:
                     todo[w] = self._request(w, num_steps, explore)
         return batches  # type: ignore[return-value]
 
-    def _request(self, w: int, num_steps: int, explore: bool) -> Any:
-        """Send worker ``w`` a sample request, with the weights it has not had yet."""
+    def _request(self, w: int, num_steps: int, explore: bool, rollouts: int = 1) -> Any:
+        """Send worker ``w`` a sample request (``rollouts`` rollouts of ``num_steps``), with the weights it has not
+        had yet."""
         weights = self._weights[w] if self._unsent[w] else None
         self._unsent[w] = False
+        if rollouts > 1:  # several rollouts: through the object store (cheap envs' observations are small)
+            return self.actors[w].sample_many.remote(num_steps, explore, weights, rollouts)
         slot = self._lend(w, num_steps)
         if self.info_by_reference:
             refs = self.actors[w].sample_split.options(num_returns=1 + len(self.info_by_reference)).remote(
@@ -246,14 +263,16 @@ class RayWorkerSet:
                 continue  # a request to an actor that has been replaced
             self._in_flight[w] -= 1
             try:
-                batch = self._fetch(ready[0])
+                batches = self._fetch_all(ready[0])
             except lost as e:
-                self._restart(w, e, lost_requests=self._in_flight[w] + 1)
+                self._restart(w, e, lost_requests=self._in_flight[w] + 1,
+                              rollouts_per_request=self.rollouts_per_request)
                 self._top_up(w)
                 continue
-            got += 1
             try:
-                yield batch, w
+                for batch in batches:
+                    got += 1
+                    yield batch, w
             finally:
                 self._top_up(w)  # after the plan's loop body: a weight sync there precedes the next request
 
@@ -270,14 +289,15 @@ class RayWorkerSet:
                 continue
             self._in_flight[w] -= 1
             try:
-                out.append((self._fetch(ready[0]), w))
+                out.extend((batch, w) for batch in self._fetch_all(ready[0]))
             except lost as e:
-                self._restart(w, e, lost_requests=self._in_flight[w] + 1)
+                self._restart(w, e, lost_requests=self._in_flight[w] + 1,
+                              rollouts_per_request=self.rollouts_per_request)
         return out
 
     def _top_up(self, w: int) -> None:
         while self._in_flight[w] < int(self.cfg.max_in_flight_per_worker):
-            ref = self._request(w, *self._async_args)
+            ref = self._request(w, *self._async_args, rollouts=self.rollouts_per_request)
             self._pending[ref] = (w, self._generation[w])
             self._in_flight[w] += 1
 
@@ -313,7 +333,8 @@ class RayWorkerSet:
                     out.append(ray.get(getattr(self.actors[w], method).remote(*args)))
                     break
                 except lost as e:
-                    self._restart(w, e, lost_requests=self._in_flight[w])
+                    self._restart(w, e, lost_requests=self._in_flight[w],
+                                  rollouts_per_request=self.rollouts_per_request)
         return out
 
     def worker_pids(self) -> list[int]:

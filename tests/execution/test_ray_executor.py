@@ -150,6 +150,40 @@ def test_sync_and_async_sampling_and_weight_sync_over_two_workers() -> None:
     assert ray.is_initialized()  # the executor did not start this cluster, so it leaves it running
 
 
+def test_several_rollouts_per_request_are_the_rollouts_of_single_requests() -> None:
+    """executor.rollouts_per_request=3: a worker makes three rollouts per request, one after the other, and the
+    plan gets them one at a time: the same rollouts, in the same order, as three requests of one would give; a
+    weight sync reaches the worker with its next request."""
+    one = ray_executor(num_workers=1, num_envs_per_worker=2, cpus_per_worker=0.5)
+    many = ray_executor(num_workers=1, num_envs_per_worker=2, cpus_per_worker=0.5, rollouts_per_request=3)
+    a, b = one.worker_set(Constant(0), "cpu"), many.worker_set(Constant(0), "cpu")
+    try:
+        def collect(ws, n: int) -> list:  # noqa: ANN001
+            out = []
+            while len(out) < n:
+                got = [x for x, _ in ws.sample_async(4, min_batches=1)]
+                assert ws is a or len(got) % 3 == 0  # whole requests of three
+                out += got
+            return out + [x for x, _ in ws.drain()]
+
+        xs, ys = collect(a, 6), collect(b, 6)
+        assert len(ys) % 3 == 0 and len(xs) >= 6 and len(ys) >= 6
+        for x, y in zip(xs[:6], ys[:6], strict=True):
+            assert x.env_steps == y.env_steps == 8
+            for key in ("obs", "actions", "rewards", "terminated", "truncated"):
+                np.testing.assert_array_equal(getattr(x, key), getattr(y, key), err_msg=key)
+        b.sync_weights({"a": torch.tensor(1)})
+        later = collect(b, 12)
+        assert actions_of(later[-1]) == {1} and all(actions_of(x) in ({0}, {1}) for x in later)
+    finally:
+        one.stop()
+        many.stop()
+    with pytest.raises(ConfigError, match=r"executor.rollouts_per_request=2: this algorithm's plan keeps rollout "
+                                          r"info \(priorities\) in the object store"):
+        ray_executor(num_workers=1, cpus_per_worker=0.5, rollouts_per_request=2).worker_set(
+            Constant(0), "cpu", info_by_reference=("priorities",))
+
+
 def test_more_workers_than_the_cluster_has_cpus_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"executor.num_workers=3 x executor.cpus_per_worker=1.0 needs 3 CPUs"):
         ray_executor(num_workers=3)
