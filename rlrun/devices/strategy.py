@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from rlrun.devices.compile import compile_networks
+from rlrun.devices.cpu_memory import apply_cpu_memory
 from rlrun.devices.device_map import apply_device_map
 from rlrun.devices.replicas import ReplicatedUpdate
 from rlrun.errors import ConfigError
@@ -45,8 +46,10 @@ def num_replicas(cfg: Any) -> int:
 
 
 def resolve_device(cfg: Any) -> torch.device:
-    """The torch device for a device config node; sets this process's torch thread count."""
+    """The torch device for a device config node; sets this process's torch thread count and its C allocator's
+    treatment of large blocks (``device.cpu_memory``, rlrun.devices.cpu_memory)."""
     torch.set_num_threads(max(int(cfg.torch_threads), 1))
+    apply_cpu_memory(str(cfg.get("cpu_memory", "reuse")))  # declared reuse | system on DeviceConfig
     name = str(cfg.name)
     precision = str(cfg.get("precision", "fp32"))  # declared fp32 | bf16 on DeviceConfig
     if name == "cpu":
