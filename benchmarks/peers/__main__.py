@@ -69,6 +69,7 @@ from typing import Any, Callable
 from benchmarks.common import OUT_ENV, fingerprint, results_dir, write_result
 from benchmarks.peers import mujoco_task, pong_tasks
 from benchmarks.peers.processes import watch
+from benchmarks.peers.ratios import peer_over_rlrun
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, scripts_dir, version
 
 HERE = Path(__file__).resolve().parent
@@ -218,18 +219,8 @@ def summarize(runs: list[Run]) -> dict[str, Any]:
 
 
 def ratios(task: str, table: dict[str, dict[str, Any]]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    ours = table.get("rlrun")
-    if not ours:
-        return out
-    for peer, row in table.items():
-        if peer == "rlrun":
-            continue
-        for figure, key in (("time_to_450", "time_to_450_s"), ("first_episode", "first_episode_s"),
-                            ("peak_rss", "peak_rss_mib")):
-            if row.get(key) and ours.get(key):
-                out[f"ratio/{task}/{figure}/{peer}_over_rlrun"] = round(row[key] / ours[key], 3)
-    return out
+    return peer_over_rlrun(task, table, {"time_to_450": "time_to_450_s", "first_episode": "first_episode_s",
+                                         "peak_rss": "peak_rss_mib"})
 
 
 def _rows(figures: dict[str, Any], task: str) -> dict[str, dict[str, Any]]:

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.peers.processes import watch
+from benchmarks.peers.ratios import peer_over_rlrun
 
 HERE = Path(__file__).resolve().parent
 TASK = "mujoco_ppo"
@@ -255,18 +256,12 @@ def summarize(runs: list[MujocoRun]) -> dict[str, Any]:
 def ratios(table: dict[str, dict[str, Any]]) -> dict[str, float]:
     """``ratio/mujoco_ppo/<figure>/<peer>_over_rlrun``: wall time, start-up and memory (> 1: rlrun is faster, starts
     sooner, holds less), and the final return (< 1: the peer learned less), only where both returns are positive."""
-    out: dict[str, float] = {}
-    ours = table.get("rlrun")
-    if not ours:
-        return out
+    out = peer_over_rlrun(TASK, table, {"wall": "wall_s", "first_episode": "first_episode_s",
+                                        "peak_rss": "peak_rss_mib"})
+    mine = (table.get("rlrun") or {}).get("final_return")
     for peer, row in table.items():
-        if peer == "rlrun":
-            continue
-        for figure, key in (("wall", "wall_s"), ("first_episode", "first_episode_s"), ("peak_rss", "peak_rss_mib")):
-            if row.get(key) and ours.get(key):
-                out[f"ratio/{TASK}/{figure}/{peer}_over_rlrun"] = round(row[key] / ours[key], 3)
-        theirs, mine = row.get("final_return"), ours.get("final_return")
-        if theirs is not None and mine is not None and theirs > 0 and mine > 0:
+        theirs = row.get("final_return")
+        if peer != "rlrun" and theirs is not None and mine is not None and theirs > 0 and mine > 0:
             out[f"ratio/{TASK}/final_return/{peer}_over_rlrun"] = round(theirs / mine, 3)
     return out
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers.processes import watch
+from benchmarks.peers.ratios import peer_over_rlrun
 
 HERE = Path(__file__).resolve().parent
 
@@ -134,18 +135,11 @@ def summarize(runs: list[ActingRun]) -> dict[str, Any]:
 def ratios(task: str, table: dict[str, dict[str, Any]]) -> dict[str, float]:
     """``ratio/<task>/frames_per_s/rlrun_over_<peer>`` (> 1: rlrun is faster) and the start-up and memory ratios
     peer / rlrun (> 1: rlrun starts sooner, holds less), as the CartPole tasks' ratios read."""
-    out: dict[str, float] = {}
-    ours = table.get("rlrun")
-    if not ours:
-        return out
+    out = peer_over_rlrun(task, table, {"startup": "startup_s", "peak_rss": "peak_rss_mib"})
+    ours = table.get("rlrun") or {}
     for peer, row in table.items():
-        if peer == "rlrun":
-            continue
-        if row.get("frames_per_s") and ours.get("frames_per_s"):
+        if peer != "rlrun" and row.get("frames_per_s") and ours.get("frames_per_s"):
             out[f"ratio/{task}/frames_per_s/rlrun_over_{peer}"] = round(ours["frames_per_s"] / row["frames_per_s"], 3)
-        for figure, key in (("startup", "startup_s"), ("peak_rss", "peak_rss_mib")):
-            if row.get(key) and ours.get(key):
-                out[f"ratio/{task}/{figure}/{peer}_over_rlrun"] = round(row[key] / ours[key], 3)
     return out
 
 
