@@ -208,7 +208,14 @@ class Setting:
                 steps += batch.env_steps
             return steps
 
+        # Steady state: the pipeline filled before the clock starts (requests in flight at either end cancel out),
+        # and drained after it stops, uncounted: a Ray worker set's requests would otherwise run on while the other
+        # sides are timed, slowing them and delivering rollouts made off the clock to the next acting block.
+        for _ in ws.sample_async(ROLLOUT_STEPS, explore=True, min_batches=ws.num_workers):
+            pass
+        env_s = inf_s = 0.0
         units, elapsed = _timed_blocks(step, seconds)
+        ws.drain()
         shares = {"env": env_s / elapsed, "inference": inf_s / elapsed,
                   "other": max(elapsed - env_s - inf_s, 0.0) / elapsed}
         return units / elapsed, shares
@@ -296,15 +303,18 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: lis
     return figures
 
 
-def start_ray() -> bool:
-    """One local Ray cluster for every setting (each RayExecutor then leaves it running); True if started here."""
+def start_ray(executors: int = 1) -> bool:
+    """One local Ray cluster for every setting (each RayExecutor then leaves it running); True if started here.
+    ``executors``: Ray executors alive at once (one per Ray variant measured), each reserving the machine's cores
+    for its workers, so the cluster declares that many times the cores (a reservation only: they take turns)."""
     import logging
 
     import ray
 
     if ray.is_initialized():
         return False
-    ray.init(address="local", include_dashboard=False, num_cpus=os.cpu_count(), logging_level=logging.WARNING)
+    ray.init(address="local", include_dashboard=False, num_cpus=(os.cpu_count() or 1) * max(executors, 1),
+             logging_level=logging.WARNING)
     return True
 
 
@@ -333,7 +343,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not exists(name):
             figures[f"unavailable/executor_{name}"] = (f"executor={name} does not exist yet; its acting throughput "
                                                        f"is measured here once it is registered")
-    started_ray = any(EXECUTOR_VARIANTS.get(e, (e,))[0] == "ray" for e in executors) and start_ray()
+    on_ray = [e for e in executors if EXECUTOR_VARIANTS.get(e, (e,))[0] == "ray"]
+    started_ray = bool(on_ray) and start_ray(len(on_ray))
     try:
         for item in [s for s in args.settings.split(",") if s]:
             env, _, copies = item.partition(":")
