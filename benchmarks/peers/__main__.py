@@ -55,9 +55,7 @@ usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per task b
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import signal
 import statistics
 import sys
@@ -69,7 +67,7 @@ from typing import Any, Callable
 from benchmarks.common import OUT_ENV, fingerprint, results_dir, write_result
 from benchmarks.peers import mujoco_task, pong_tasks
 from benchmarks.peers.processes import watch
-from benchmarks.peers.ratios import peer_over_rlrun
+from benchmarks.peers.tables import CLEANRL_LINE, cell, flat_figures, json_object, peer_over_rlrun
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, scripts_dir, version
 
 HERE = Path(__file__).resolve().parent
@@ -85,7 +83,6 @@ CONTENDERS = (*CARTPOLE_CONTENDERS, "sample_factory")
 # Asked for by name only: rlrun without its (algo, env) preset, i.e. PPO with the zoo's CartPole settings that
 # Stable-Baselines3 runs (20 epochs, lr 1e-3, 8 copies): its row separates rlrun's speed from its tuned settings.
 EXTRA_CONTENDERS = ("rlrun_zoo",)
-CLEANRL_LINE = re.compile(r"global_step=(\d+), episodic_return=\[?([-0-9.e+]+)")
 
 
 # ------------------------------------------------------------------------------------------- one run, measured
@@ -147,11 +144,8 @@ def measure(command: list[str], parse: Callable[[str], tuple[list[float], float 
 
 
 def json_lines(line: str) -> tuple[list[float], float | None, int] | None:
-    if not line.startswith("{"):
-        return None
-    try:
-        d = json.loads(line)
-    except ValueError:
+    d = json_object(line)
+    if d is None:
         return None
     return [float(r) for r in d.get("episodes", [])], d.get("mean"), int(d.get("env_steps", 0))
 
@@ -237,16 +231,13 @@ def markdown(figures: dict[str, Any], tasks: list[str], skipped: dict[str, str])
     lines = ["| task | contender | version | time to 450 (s, median) | reached | env steps at 450 | first episode (s) "
              "| peak RSS (MiB) | peer / rlrun time |", "|---|---|---|---|---|---|---|---|---|"]
 
-    def fmt(v: Any, digits: int = 1) -> str:
-        return "-" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
-
     for task in [t for t in tasks if t in CARTPOLE_TASKS]:
         for name, row in _rows(figures, task).items():
             ratio = figures.get(f"ratio/{task}/time_to_450/{name}_over_rlrun")
-            lines.append(f"| {task} | {name} | {row['version']} | {fmt(row['time_to_450_s'])} | "
-                         f"{fmt(row['fraction_reached'], 2)} | {fmt(row['env_steps_at_450'], 0)} | "
-                         f"{fmt(row['first_episode_s'], 2)} | {fmt(row['peak_rss_mib'], 0)} | "
-                         f"{fmt(ratio, 2) if name != 'rlrun' else '1'} |")
+            lines.append(f"| {task} | {name} | {row['version']} | {cell(row['time_to_450_s'])} | "
+                         f"{cell(row['fraction_reached'], 2)} | {cell(row['env_steps_at_450'], 0)} | "
+                         f"{cell(row['first_episode_s'], 2)} | {cell(row['peak_rss_mib'], 0)} | "
+                         f"{cell(ratio, 2) if name != 'rlrun' else '1'} |")
     if len(lines) == 2:  # no time-to-threshold task
         lines = []
     for task in [t for t in tasks if t in pong_tasks.TASKS]:
@@ -387,12 +378,7 @@ def main(argv: list[str] | None = None) -> None:
                         f" MiB", flush=True)
         table = {n: {**summarize(runs[n]), "version": ready[n].version} for n in names}
         figures.update(ratios(task, table))
-        for n, row in table.items():
-            for key, value in row.items():
-                if key == "per_seed":
-                    figures.update({f"{task}/{n}/per_seed/{k}": v for k, v in value.items()})
-                else:
-                    figures[f"{task}/{n}/{key}"] = value
+        figures.update(flat_figures(task, table))
     figures["skipped"] = skipped
     command = "python -m benchmarks.peers " + " ".join(argv if argv is not None else sys.argv[1:])
     path = write_result("peers", figures, command)

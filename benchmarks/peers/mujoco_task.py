@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.peers.processes import watch
-from benchmarks.peers.ratios import peer_over_rlrun
+from benchmarks.peers.tables import CLEANRL_LINE, cell, flat_figures, json_object, peer_over_rlrun
 
 HERE = Path(__file__).resolve().parent
 TASK = "mujoco_ppo"
@@ -96,18 +96,12 @@ def wall_cap_s(budget_env_steps: int) -> float:
 def parse_line(line: str) -> Parsed | None:
     """One line of a contender's stdout: ``(returns of the episodes it reports, env steps so far or None, whether it
     marks the end of an update)``; None for a line of no interest. JSON lines (rlrun, SB3) and CleanRL's prints."""
-    import json
-    import re
-
     if line.startswith("{"):
-        try:
-            d = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(d, dict) or "env_steps" not in d:
+        d = json_object(line)
+        if d is None or "env_steps" not in d:
             return None
         return [float(r) for r in d.get("episodes", [])], int(d["env_steps"]), False
-    m = re.match(r"global_step=(\d+), episodic_return=\[?([-0-9.e+]+)", line)
+    m = CLEANRL_LINE.match(line)
     if m:
         return [float(m.group(2))], int(m.group(1)), False
     if line.startswith("SPS:"):  # CleanRL: printed once after each update
@@ -270,7 +264,7 @@ def markdown_rows(rows: dict[str, dict[str, Any]], figures: dict[str, Any]) -> l
     """The task's table (its own columns: a wall time for a budget, and the return it bought)."""
 
     def fmt(v: Any, digits: int = 1) -> str:
-        return "-" if v is None else (f"{v:,.{digits}f}" if isinstance(v, float) else str(v))
+        return cell(v, digits, thousands=True)
 
     lines = ["| task | contender | version | env | wall time (s, median) | env steps | env steps/s | final return "
              "(last 100, mean ± std) | completed | first episode (s) | peak RSS (MiB) | env alone (steps/s) "
@@ -320,10 +314,5 @@ def run_task(contenders: dict[str, str], versions: dict[str, str], seeds: list[i
                  "env_only_steps_per_s": env_speed[n]} for n in names}
     figures: dict[str, Any] = {f"{TASK}/budget_env_steps": budget, f"{TASK}/return_window": RETURN_WINDOW}
     figures.update(ratios(table))
-    for n, row in table.items():
-        for key, value in row.items():
-            if key == "per_seed":
-                figures.update({f"{TASK}/{n}/per_seed/{k}": v for k, v in value.items()})
-            else:
-                figures[f"{TASK}/{n}/{key}"] = value
+    figures.update(flat_figures(TASK, table))
     return figures

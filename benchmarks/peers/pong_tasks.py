@@ -29,14 +29,13 @@ and network construction, the first rollout); ``peak_rss_mib`` of the process tr
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.peers.processes import watch
-from benchmarks.peers.ratios import peer_over_rlrun
+from benchmarks.peers.tables import cell, flat_figures, json_object, peer_over_rlrun
 
 HERE = Path(__file__).resolve().parent
 
@@ -71,13 +70,8 @@ class ActingRun:
 
 def acting_line(line: str) -> dict[str, Any] | None:
     """A protocol line as a dict, None for anything else the contender prints."""
-    if not line.startswith("{"):
-        return None
-    try:
-        d = json.loads(line)
-    except ValueError:
-        return None
-    return d if isinstance(d, dict) and "agent_steps" in d and "seconds" in d else None
+    d = json_object(line)
+    return d if d is not None and "agent_steps" in d and "seconds" in d else None
 
 
 def command(task: PongTask, name: str, python: str, seed: int, seconds: float) -> list[str]:
@@ -146,16 +140,13 @@ def ratios(task: str, table: dict[str, dict[str, Any]]) -> dict[str, float]:
 def markdown_rows(task: str, rows: dict[str, dict[str, Any]], figures: dict[str, Any]) -> list[str]:
     """A Pong task's table (its own columns: a throughput, not a time to a threshold)."""
 
-    def fmt(v: Any, digits: int = 1) -> str:
-        return "-" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
-
     lines = ["| task | contender | version | frames/s (median) | ran | start-up to first rollout (s) | peak RSS (MiB) "
              "| rlrun / peer frames/s |", "|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
         ratio = figures.get(f"ratio/{task}/frames_per_s/rlrun_over_{name}")
-        lines.append(f"| {task} | {name} | {row.get('version', '?')} | {fmt(row.get('frames_per_s'), 0)} | "
-                     f"{fmt(row.get('fraction_ran'), 2)} | {fmt(row.get('startup_s'), 2)} | "
-                     f"{fmt(row.get('peak_rss_mib'), 0)} | {fmt(ratio, 2) if name != 'rlrun' else '1'} |")
+        lines.append(f"| {task} | {name} | {row.get('version', '?')} | {cell(row.get('frames_per_s'), 0)} | "
+                     f"{cell(row.get('fraction_ran'), 2)} | {cell(row.get('startup_s'), 2)} | "
+                     f"{cell(row.get('peak_rss_mib'), 0)} | {cell(ratio, 2) if name != 'rlrun' else '1'} |")
     return lines
 
 
@@ -180,12 +171,7 @@ def run_task(task: PongTask, contenders: dict[str, str], versions: dict[str, str
     table = {n: {**summarize(runs[n]), "version": versions[n]} for n in names}
     figures: dict[str, Any] = {f"{task.name}/seconds_per_run": seconds}
     figures.update(ratios(task.name, table))
-    for n, row in table.items():
-        for key, value in row.items():
-            if key == "per_seed":
-                figures.update({f"{task.name}/{n}/per_seed/{k}": v for k, v in value.items()})
-            else:
-                figures[f"{task.name}/{n}/{key}"] = value
+    figures.update(flat_figures(task.name, table))
     return figures
 
 
