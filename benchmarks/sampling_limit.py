@@ -177,7 +177,7 @@ class Setting:
                     returns[done] = 0.0
                 obs = next_obs
             self.hand_obs = obs
-            np.stack(obs_l), np.stack(act_l), np.stack(rew_l), np.stack(done_l)
+            self.hand_rollout = (np.stack(obs_l), np.stack(act_l), np.stack(rew_l), np.stack(done_l))  # handed on
             return ROLLOUT_STEPS * n
 
         with torch.inference_mode():
@@ -213,7 +213,6 @@ class Setting:
         # sides are timed, slowing them and delivering rollouts made off the clock to the next acting block.
         for _ in ws.sample_async(ROLLOUT_STEPS, explore=True, min_batches=ws.num_workers):
             pass
-        env_s = inf_s = 0.0
         units, elapsed = _timed_blocks(step, seconds)
         ws.drain()
         shares = {"env": env_s / elapsed, "inference": inf_s / elapsed,

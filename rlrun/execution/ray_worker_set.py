@@ -52,7 +52,7 @@ class RayWorkerSet:
         self.num_workers = int(cfg.num_workers)
         self.envs_per_worker = int(cfg.num_envs_per_worker)
         # Async requests ask for this many rollouts each (executor.rollouts_per_request); sync ones for one.
-        self.rollouts_per_request = int(getattr(cfg, "rollouts_per_request", 1) or 1)
+        self.rollouts_per_request = int(cfg.rollouts_per_request)
         if self.rollouts_per_request > 1 and self.info_by_reference:
             raise ConfigError(f"executor.rollouts_per_request={self.rollouts_per_request}: this algorithm's plan "
                               f"keeps rollout info ({', '.join(self.info_by_reference)}) in the object store, one "
