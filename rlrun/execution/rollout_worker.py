@@ -120,10 +120,6 @@ def acting_seed(seed: int, worker_index: int) -> int:
                & 0x7FFF_FFFF_FFFF_FFFF)
 
 
-_NUMPY_TO_TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
-                   np.dtype(np.uint8): torch.uint8, np.dtype(np.int64): torch.int64}
-
-
 def _games_from_infos(info: dict, done: np.ndarray) -> list[tuple[float, int]]:
     from rlrun.envs.atari import games_from_infos  # lazily: only envs that report games reach here with keys
 
@@ -241,8 +237,8 @@ class RolloutWorker:
         # without computing ``terminated | truncated``.
         clock, step, reset_episodes = time.perf_counter, self.envs.step, self._reset_episodes
         get_actions, to_torch = self.policy.get_actions, self._obs_to_torch
-        if self._leaf_dtype is not None and sp.dtype(self.spec.observation_space) == _NUMPY_TO_TORCH.get(
-                getattr(self.obs, "dtype", None)):
+        if (self._leaf_dtype is not None and isinstance(self.obs, np.ndarray)
+                and self.obs.dtype == np.dtype(self.spec.observation_space.dtype)):
             to_torch = torch.from_numpy  # a leaf observation already of the space's dtype: no copy, no check
         on_cpu = self.device.type == "cpu"
         ep_returns = self._returns
