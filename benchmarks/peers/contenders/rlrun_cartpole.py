@@ -5,7 +5,8 @@ budget is rlrun's default ``stop.env_steps`` (what a user's run gets), unless ``
 from __future__ import annotations
 
 import argparse
-import json
+
+from benchmarks.peers.contenders.rlrun_plan import train_to_budget
 
 
 def overrides(algo: str, seed: int, budget_env_steps: int | None = None, no_preset: bool = False) -> list[str]:
@@ -27,31 +28,7 @@ def main() -> None:
     p.add_argument("--no-preset", action="store_true",
                    help="without conf/algo_env/<algo>_cartpole.yaml (PPO: the zoo's CartPole settings, as SB3 runs)")
     args = p.parse_args()
-    import torch
-    from omegaconf import OmegaConf
-
-    from rlrun.app.run import RunLoop, seed_everything
-    from rlrun.config import compose
-    from rlrun.devices import resolve_device
-    from rlrun.registry import registry
-
-    torch.set_num_threads(1)
-    cfg = compose(overrides(args.algo, args.seed, args.budget_env_steps, args.no_preset))
-    seed_everything(args.seed)
-    env_factory = registry.build("env", cfg.env.name, cfg.env)
-    executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, args.seed)
-    plan = registry.get("algo", args.algo)(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
-                                           resolve_device(cfg.device), args.seed)
-    loop = RunLoop(cfg, env_factory.spec.frame_skip)
-    try:
-        while loop.env_steps < int(cfg.stop.env_steps):
-            result = plan.training_step()
-            loop.add(result)
-            if result.episode_returns:
-                print(json.dumps({"episodes": [float(r) for r in result.episode_returns],
-                                  "env_steps": int(loop.env_steps)}), flush=True)
-    finally:
-        plan.stop()
+    train_to_budget(overrides(args.algo, args.seed, args.budget_env_steps, args.no_preset), args.algo, args.seed)
 
 
 if __name__ == "__main__":

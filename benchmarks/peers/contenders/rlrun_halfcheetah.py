@@ -8,7 +8,8 @@ env steps and its update), the protocol of benchmarks/peers/contenders/__init__.
 from __future__ import annotations
 
 import argparse
-import json
+
+from benchmarks.peers.contenders.rlrun_plan import train_to_budget
 
 
 def overrides(seed: int, budget_env_steps: int, env_id: str = "HalfCheetah-v5") -> list[str]:
@@ -23,30 +24,7 @@ def main() -> None:
     p.add_argument("--budget-env-steps", type=int, default=1_000_000)
     p.add_argument("--env-id", default="HalfCheetah-v5")
     args = p.parse_args()
-    import torch
-    from omegaconf import OmegaConf
-
-    from rlrun.app.run import RunLoop, seed_everything
-    from rlrun.config import compose
-    from rlrun.devices import resolve_device
-    from rlrun.registry import registry
-
-    torch.set_num_threads(1)
-    cfg = compose(overrides(args.seed, args.budget_env_steps, args.env_id))
-    seed_everything(args.seed)
-    env_factory = registry.build("env", cfg.env.name, cfg.env)
-    executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, args.seed)
-    plan = registry.get("algo", "ppo")(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
-                                       resolve_device(cfg.device), args.seed)
-    loop = RunLoop(cfg, env_factory.spec.frame_skip)
-    try:
-        while loop.env_steps < int(cfg.stop.env_steps):
-            result = plan.training_step()
-            loop.add(result)
-            print(json.dumps({"episodes": [float(r) for r in result.episode_returns],
-                              "env_steps": int(loop.env_steps)}), flush=True)
-    finally:
-        plan.stop()
+    train_to_budget(overrides(args.seed, args.budget_env_steps, args.env_id), "ppo", args.seed, every_iteration=True)
 
 
 if __name__ == "__main__":

@@ -23,22 +23,11 @@ def main() -> None:
     import json
     import time
 
-    import torch
-    from omegaconf import OmegaConf
+    from benchmarks.peers.contenders.rlrun_plan import build_plan
 
-    from rlrun.app.run import seed_everything
-    from rlrun.config import compose
-    from rlrun.devices import resolve_device
-    from rlrun.registry import registry
-
-    torch.set_num_threads(1)
-    cfg = compose(["algo=ppo", "env=pong", f"seed={args.seed}", "executor=local",
-                   f"executor.num_envs={args.num_envs}", f"algo.rollout_steps={args.rollout_steps}", "logger=none"])
-    seed_everything(args.seed)
-    env_factory = registry.build("env", cfg.env.name, cfg.env)
-    executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, args.seed)
-    plan = registry.get("algo", "ppo")(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
-                                       resolve_device(cfg.device), args.seed)
+    plan, env_factory, _ = build_plan(["algo=ppo", "env=pong", f"seed={args.seed}", "executor=local",
+                                       f"executor.num_envs={args.num_envs}", f"algo.rollout_steps={args.rollout_steps}",
+                                       "logger=none"], "ppo", args.seed)
 
     def one_round() -> int:
         """Agent steps of one rollout (acting) or one training step (a rollout and the update on it)."""
