@@ -359,13 +359,13 @@ def test_atari_smoke_cli_on_the_ray_executor(workdir: Path) -> None:
 
 
 def test_a_wall_time_stop_holds_inside_a_burst_of_owed_gradient_steps(tmp_path: Path) -> None:
-    """Sync mode owing ~2,500 gradient steps per training step (algo.train_every=0.05: 20 per env step; several
+    """Sync mode owing ~6,000 gradient steps per training step (algo.train_every=0.02: 50 per env step; several
     seconds a burst): stop.wall_time_s=3 ends the run within a gradient step of 3 s, and the steps still owed are in
     the checkpoint for a resumed run (before, the burst ran to its end)."""
     from rlrun.checkpoint import load_checkpoint
 
     summary = run_experiment(compose([*TWO_WORKERS_LOCAL, *SYNC, *QUIET, "algo.learning_starts=100",
-                                      "algo.train_every=0.05", "stop.wall_time_s=3", "stop.env_steps=null",
+                                      "algo.train_every=0.02", "stop.wall_time_s=3", "stop.env_steps=null",
                                       "stop.episode_return_mean=null"]), tmp_path / "run")
     assert summary["stop_reason"] == "wall_time_s"
     assert summary["wall_time_s"] < 3.5, summary["wall_time_s"]
