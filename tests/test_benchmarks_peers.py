@@ -121,6 +121,35 @@ def test_the_table_is_read_from_the_flat_figures() -> None:
     assert "- **rllib** did not run: pip install" in table
 
 
+def test_torchrl_runs_the_dqn_task_only_and_the_ppo_table_says_why() -> None:
+    from benchmarks.peers.__main__ import task_contenders
+
+    assert "torchrl" in task_contenders("cartpole_dqn") and "torchrl" not in task_contenders("cartpole_ppo")
+    assert set(task_contenders("cartpole_ppo")) == {"rlrun", "sb3", "cleanrl", "rllib", "rlrun_zoo"}
+    figures = {"cartpole_ppo/rlrun/time_to_450_s": 12.0, "cartpole_ppo/rlrun/version": "0.1.0",
+               "cartpole_ppo/rlrun/fraction_reached": 1.0, "cartpole_ppo/rlrun/env_steps_at_450": 1200,
+               "cartpole_ppo/rlrun/first_episode_s": 2.0, "cartpole_ppo/rlrun/peak_rss_mib": 300.0}
+    assert ("cartpole_ppo: torchrl is not a contender of this task (no published PPO CartPole example of theirs)"
+            in markdown(figures, ["cartpole_ppo"], {}))
+    assert "not a contender" not in markdown(figures, ["cartpole_dqn"], {})
+
+
+def test_the_torchrl_contender_reports_its_episodes_where_its_venv_is_made(tmp_path: Path) -> None:
+    """TorchRL's DQN CartPole example, run to its first batch of episodes in its own venv (10k random frames
+    first: 1,000-frame batches, each printed with the episodes it finished)."""
+    from benchmarks.peers.__main__ import contender
+    from benchmarks.peers.venvs import ensure, venv_dir
+
+    if not (venv_dir(PEERS["torchrl"]) / "ready.json").exists():
+        pytest.skip("the torchrl venv is not made here (python -m benchmarks.peers.venvs torchrl makes it)")
+    ensure(PEERS["torchrl"])
+    c = contender("torchrl")
+    run = measure(c.command("dqn", 3), c.parse, 120, tmp_path, {**ENV, "OMP_NUM_THREADS": "1"},
+                  until_first_episode=True)
+    assert run.error == "warm-up" and run.first_episode_s is not None
+    assert run.returns and all(1.0 <= r <= 500.0 for r in run.returns)
+
+
 def test_the_rlrun_contender_reports_its_episodes(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(HERE / "contenders" / "rlrun_cartpole.py"), "--algo", "ppo",
                           "--seed", "1", "--budget-env-steps", "512"], cwd=tmp_path, env=ENV, capture_output=True,

@@ -19,6 +19,9 @@ Contenders (``--contenders``), each with the settings its authors tuned for the 
   with their defaults and ``--seed``; their printed ``episodic_return`` lines are the episodes;
 - ``rllib``: RLlib's new API stack with its tuned example's settings (contenders/rllib_cartpole.py); RLlib reports
   only its smoothed mean, made a 20-episode window.
+- ``torchrl`` (``cartpole_dqn`` only: TorchRL publishes no CartPole PPO example): TorchRL 0.14.1 with its DQN
+  CartPole example's settings and loop (``sota-implementations/dqn``, contenders/torchrl_cartpole.py: the example
+  logs batch means only, so the runner builds its objects and prints each batch's finished episodes).
 
 Every contender runs as a child process, after one untimed warm-up start (its imports' bytecode written, as on a
 user's machine; ``PYTHONDONTWRITEBYTECODE`` is unset for them), with ``OMP_NUM_THREADS=1`` (and sets one torch
@@ -36,7 +39,7 @@ Figures (flat keys): ``<task>/<contender>/time_to_450_s`` (median; null when few
 usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per task beside it.
 
     python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks cartpole_ppo,cartpole_dqn,...]
-                               [--contenders rlrun,sb3,cleanrl,rllib] [--budget-s 300]
+                               [--contenders rlrun,sb3,cleanrl,rllib,torchrl] [--budget-s 300]
 
 - ``pong_acting``, ``pong_training``: frames/s on Pong at equal settings (DeepMind protocol, 8 copies, rollouts of
   128, the Nature-CNN actor-critic; PPO's Atari settings for training), acting only (rlrun, SB3) or training,
@@ -78,7 +81,10 @@ TASKS = (*CARTPOLE_TASKS, *pong_tasks.TASKS, mujoco_task.TASK)
 # Without --tasks: every task but mujoco_ppo (3 contenders x 3 seeds x ~20 min on 2 cores), which runs when named.
 DEFAULT_TASKS = tuple(t for t in TASKS if t != mujoco_task.TASK)
 QUICK_TASKS = ("cartpole_ppo", "pong_acting")
-CARTPOLE_CONTENDERS = ("rlrun", "sb3", "cleanrl", "rllib")
+CARTPOLE_CONTENDERS = ("rlrun", "sb3", "cleanrl", "rllib", "torchrl")
+# Who runs which CartPole task: TorchRL publishes a DQN CartPole example (sota-implementations/dqn) but no PPO one.
+CARTPOLE_TASK_CONTENDERS = {"cartpole_ppo": ("rlrun", "sb3", "cleanrl", "rllib"),
+                            "cartpole_dqn": CARTPOLE_CONTENDERS}
 CONTENDERS = (*CARTPOLE_CONTENDERS, "sample_factory")
 # Asked for by name only: rlrun without its (algo, env) preset, i.e. PPO with the zoo's CartPole settings that
 # Stable-Baselines3 runs (20 epochs, lr 1e-3, 8 copies): its row separates rlrun's speed from its tuned settings.
@@ -192,6 +198,15 @@ def contender(name: str) -> Contender:
 # ------------------------------------------------------------------------------------------------- the bench
 
 
+def task_contenders(task: str) -> tuple[str, ...]:
+    """The contenders that run ``task`` (the rest are told in its table why not)."""
+    if task in pong_tasks.TASKS:
+        return pong_tasks.TASKS[task].contenders
+    if task == mujoco_task.TASK:
+        return mujoco_task.CONTENDERS
+    return CARTPOLE_TASK_CONTENDERS[task] + EXTRA_CONTENDERS
+
+
 def summarize(runs: list[Run]) -> dict[str, Any]:
     reached = [r for r in runs if r.reached_s is not None]
     half = len(reached) * 2 >= len(runs) and reached
@@ -240,6 +255,11 @@ def markdown(figures: dict[str, Any], tasks: list[str], skipped: dict[str, str])
                          f"{cell(ratio, 2) if name != 'rlrun' else '1'} |")
     if len(lines) == 2:  # no time-to-threshold task
         lines = []
+    for task in [t for t in tasks if t in CARTPOLE_TASKS]:
+        others = [n for n in CARTPOLE_CONTENDERS if n not in CARTPOLE_TASK_CONTENDERS[task]]
+        if others:
+            lines.append(f"\n{task}: {', '.join(others)} {'is' if len(others) == 1 else 'are'} not a contender of "
+                         f"this task (no published {task.split('_')[1].upper()} CartPole example of theirs).")
     for task in [t for t in tasks if t in pong_tasks.TASKS]:
         lines += ([""] if lines else []) + pong_tasks.markdown_rows(task, _rows(figures, task), figures)
         others = [n for n in CONTENDERS if n not in pong_tasks.TASKS[task].contenders]
@@ -322,9 +342,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"rlrun-bench peers: unknown {unknown}; tasks: {TASKS}, contenders: "
                          f"{CONTENDERS + EXTRA_CONTENDERS}")
     wanted = [c for c in args.contenders.split(",")
-              if any(c in (pong_tasks.TASKS[t].contenders if t in pong_tasks.TASKS
-                           else mujoco_task.CONTENDERS if t == mujoco_task.TASK
-                           else CARTPOLE_CONTENDERS + EXTRA_CONTENDERS) for t in tasks)]
+              if any(c in task_contenders(t) for t in tasks)]
     ready: dict[str, Contender] = {}
     skipped: dict[str, str] = {}
     for name in wanted:  # a peer's venv is made only when a task asked for has it as a contender
@@ -341,12 +359,13 @@ def main(argv: list[str] | None = None) -> None:
     # files compiles every module it imports at each start (measured: rlrun's first episode 5.5 s instead of 4.3 s,
     # and each peer's venv differs). It is unset, and one untimed warm-up start per contender writes them.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    cartpole_names = [n for n in ready if n in CARTPOLE_CONTENDERS + EXTRA_CONTENDERS]
-    if any(t in CARTPOLE_TASKS for t in tasks):
-        for name, c in ((n, ready[n]) for n in cartpole_names):
-            with tempfile.TemporaryDirectory(prefix=f"peers-warmup-{name}-") as cwd:
-                measure(c.command("ppo", 0), c.parse, args.budget_s, Path(cwd), {**env, **c.env},
-                        until_first_episode=True)
+    cartpole_tasks = [t for t in tasks if t in CARTPOLE_TASKS]
+    cartpole_names = [n for n in ready if any(n in task_contenders(t) for t in cartpole_tasks)]
+    for name, c in ((n, ready[n]) for n in cartpole_names):
+        algo = next(t for t in cartpole_tasks if name in task_contenders(t)).split("_", 1)[1]
+        with tempfile.TemporaryDirectory(prefix=f"peers-warmup-{name}-") as cwd:
+            measure(c.command(algo, 0), c.parse, args.budget_s, Path(cwd), {**env, **c.env},
+                    until_first_episode=True)
     figures: dict[str, Any] = {"threshold": THRESHOLD, "window": WINDOW, "seeds": seeds}
     for task in tasks:
         if task in pong_tasks.TASKS:
@@ -361,7 +380,7 @@ def main(argv: list[str] | None = None) -> None:
             figures.update(mujoco_task.run_task({n: ready[n].python for n in ready if n in mujoco_task.CONTENDERS},
                                                 {n: ready[n].version for n in ready}, seeds, budget, env))
             continue
-        names = cartpole_names
+        names = [n for n in cartpole_names if n in task_contenders(task)]
         algo = task.split("_", 1)[1]
         runs: dict[str, list[Run]] = {n: [] for n in names}
         for i, seed in enumerate(seeds):

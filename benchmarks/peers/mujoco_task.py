@@ -20,9 +20,11 @@ to ±10, 64x64 tanh actor and critic, a state-independent log std from 0; one to
   mujoco 2.3.3 from its mujoco extra) have no v5 tasks: it runs ``--env-id HalfCheetah-v4`` (the same model, obs,
   reward and 1,000-step limit as v5: gymnasium's v5 changelog lists no change of HalfCheetah's dynamics; an older
   engine, whose raw speed this task measures beside: ``env_only_steps_per_s``).
-- RLlib and Sample Factory are not contenders of this task: Sample Factory trains APPO (asynchronous, another
+- RLlib, Sample Factory and TorchRL are not contenders of this task: Sample Factory trains APPO (asynchronous, another
   algorithm than PPO with one env copy); RLlib is not wired for it (its PPO would have to be given these settings
-  through its config, and its minibatching and normalisation connectors checked against CleanRL's first).
+  through its config, and its minibatching and normalisation connectors checked against CleanRL's first); TorchRL
+  neither yet: its ``sota-implementations/ppo/ppo_mujoco.py`` has CleanRL's settings but a critic coefficient of
+  0.25, and would run through a runner like its DQN one (contenders/torchrl_cartpole.py).
 
 Differences of design that remain, each the contender's own: rlrun and SB3 bootstrap time-limit truncations from the
 value, CleanRL treats them as terminations (benchmarks/results/reproduce/mujoco.md has rlrun both ways: 1,700.9 ±

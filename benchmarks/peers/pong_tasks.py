@@ -13,7 +13,8 @@ zoo's ``atari`` PPO settings for SB3, Sample Factory's Atari defaults: ``sf_exam
   makes, so the peer's acting path with its bookkeeping (values, log-probabilities, rollout buffers) is measured.
   ale-py 0.12.1 in both venvs. CleanRL is not a contender: its ``ppo_atari.py`` acts inside its training loop and
   has no acting-only entry (running it changed is not running it as published); Sample Factory neither (its
-  sampler is its training run); RLlib is not wired for these tasks yet.
+  sampler is its training run); RLlib and TorchRL (whose ``sota-implementations/ppo/ppo_atari.py`` would be the
+  one to run) are not wired for these tasks yet.
 - ``pong_training``: the same rlrun and SB3 setups training (``plan.training_step``, ``model.learn``), and Sample
   Factory 2.1.1 (``sf_examples.atari.train_atari`` unchanged, APPO with its Atari defaults, 2 rollout workers x 4
   copies, ``--device=cpu``; ale-py 0.9.0 under its gymnasium 0.29 pin), whose asynchronous design (rollout workers
