@@ -20,6 +20,7 @@ before it learns on it, as Brax's PPO does with its running statistics.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -106,15 +107,37 @@ class RewardScaler(Component):
         T, B = rewards.shape
         if self.returns is None or self.returns.shape[0] != B:
             self.returns = torch.zeros(B, dtype=torch.float64)
-        r = rewards.detach().cpu().to(torch.float64)
-        done = (terminated.bool() | truncated.bool()).cpu()
-        scaled = torch.empty_like(r)
+        r = rewards.detach().cpu().to(torch.float64).numpy()
+        done = (terminated.bool() | truncated.bool()).cpu().numpy()
+        scaled = np.empty_like(r)
+        # RunningMeanStd.update's float64 arithmetic, operation for operation, on Python floats and numpy rows: the
+        # same numbers as folding each step's returns into self.stats with torch ops (tested bit for bit), at a
+        # fraction of the cost (a 2,048-step rollout: ~160 ms of 0-d tensor ops before, a tenth of PPO MuJoCo's wall
+        # time). One copy's batch mean is its return and its variance 0; several copies' come from torch's own
+        # reductions, as update() computes them.
+        returns = self.returns.numpy().copy()
+        mean, var, count = float(self.stats.mean), float(self.stats.var), float(self.stats.count)
+        gamma, epsilon, n = self.gamma, self.epsilon, B
+        one = B == 1
         for t in range(T):
-            self.returns = self.returns * self.gamma + r[t]
-            self.stats.update(self.returns)
-            scaled[t] = r[t] / torch.sqrt(self.stats.var + self.epsilon)
-            self.returns = torch.where(done[t], torch.zeros_like(self.returns), self.returns)
-        return scaled.clamp(-self.clip, self.clip).to(torch.float32).to(rewards.device)
+            returns = returns * gamma + r[t]
+            if one:
+                batch_mean, batch_var = float(returns[0]), 0.0
+            else:
+                x = torch.from_numpy(returns)
+                batch_mean, batch_var = float(x.mean(0)), float(x.var(0, unbiased=False))
+            delta = batch_mean - mean
+            total = count + n
+            mean += delta * ((1.0 / total) * n)  # torch's int / tensor is tensor.reciprocal() * int
+            var = (var * count + batch_var * n + delta * delta * (count * n / total)) / total
+            count = total
+            scaled[t] = r[t] / math.sqrt(var + epsilon)
+            returns[done[t]] = 0.0
+        self.returns = torch.from_numpy(returns)
+        self.stats.mean.fill_(mean)
+        self.stats.var.fill_(var)
+        self.stats.count.fill_(count)
+        return torch.from_numpy(scaled).clamp(-self.clip, self.clip).to(torch.float32).to(rewards.device)
 
     def get_extra_state(self) -> Any:
         return {"returns": None if self.returns is None else self.returns.clone()}

@@ -95,6 +95,30 @@ def test_reward_scaler_equals_the_vecnormalize_loop_across_rollouts_and_a_state_
     assert not np.allclose(fresh, got_b)
 
 
+@pytest.mark.parametrize("copies", [1, 3, 8])
+def test_reward_scaler_folds_each_step_as_running_mean_std_update_does_bit_for_bit(copies: int) -> None:
+    """The scaler's per-step arithmetic (Python floats, for speed) gives exactly the numbers of folding each step's
+    discounted returns into a RunningMeanStd with its torch update, statistics and carried-over returns included."""
+    g = torch.Generator().manual_seed(copies)
+    scaler = RewardScaler(0.99, clip=5.0).build()
+    stats, returns = RunningMeanStd(()), torch.zeros(copies, dtype=torch.float64)
+    for scale in (1.0, 30.0, 1e3):  # three rollouts, the returns and statistics carried over
+        rewards = torch.randn(200, copies, generator=g) * scale
+        terminated = torch.rand(200, copies, generator=g) < 0.02
+        truncated = torch.rand(200, copies, generator=g) < 0.01
+        expected = torch.empty(200, copies, dtype=torch.float64)
+        for t in range(200):
+            returns = returns * 0.99 + rewards[t].double()
+            stats.update(returns)
+            expected[t] = rewards[t].double() / torch.sqrt(stats.var + 1e-8)
+            returns = torch.where(terminated[t] | truncated[t], torch.zeros_like(returns), returns)
+        got = scaler.scale(rewards, terminated, truncated)
+        assert got.dtype == torch.float32 and torch.equal(got, expected.clamp(-5.0, 5.0).float())
+        for name in ("mean", "var", "count"):
+            assert torch.equal(getattr(scaler.stats, name), getattr(stats, name)), name
+        assert torch.equal(scaler.returns, returns)
+
+
 def test_reward_scaler_clips() -> None:
     scaler = RewardScaler(0.9, clip=1.0).build()
     out = scaler.scale(torch.tensor([[100.0], [-100.0]]), torch.zeros(2, 1, dtype=torch.bool),
