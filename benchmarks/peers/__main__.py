@@ -39,7 +39,7 @@ Figures (flat keys): ``<task>/<contender>/time_to_450_s`` (median; null when few
 usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per task beside it.
 
     python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks cartpole_ppo,cartpole_dqn,...]
-                               [--contenders rlrun,sb3,cleanrl,rllib,torchrl] [--budget-s 300]
+                               [--contenders rlrun,sb3,cleanrl,rllib,torchrl] [--budget-s 600]
 
 - ``pong_acting``, ``pong_training``: frames/s on Pong at equal settings (DeepMind protocol, 8 copies, rollouts of
   128, the Nature-CNN actor-critic; PPO's Atari settings for training), acting only (rlrun, SB3) or training,
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
                    help=f"{mujoco_task.TASK}'s budget (default {mujoco_task.BUDGET_ENV_STEPS:,}; "
                         f"{mujoco_task.QUICK_BUDGET_ENV_STEPS:,} under --quick)")
     p.add_argument("--contenders", default=",".join(CONTENDERS))
-    p.add_argument("--budget-s", type=float, default=300.0, help="wall-time cap of one run")
+    p.add_argument("--budget-s", type=float, default=600.0, help="wall-time cap of one run")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SIGTERM too ends the running contender (finally)
     seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
