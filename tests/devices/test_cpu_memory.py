@@ -1,7 +1,8 @@
 """device.cpu_memory (rlrun/devices/cpu_memory.py): with ``reuse`` glibc serves large blocks from the heap and
 keeps freed memory, so a large tensor freed and allocated again is not mapped anew; ``system`` keeps glibc's
 defaults. Each case runs in a fresh process (the allocator's settings are process-wide), reading glibc's own
-counters (mallinfo2: ``hblks``, blocks served by mmap, before and with the tensor; ``fordblks``, free bytes kept in the heap)."""
+counters (mallinfo2: ``hblks``, blocks served by mmap, before and with the tensor; ``fordblks``, free bytes kept
+in the heap)."""
 
 from __future__ import annotations
 
