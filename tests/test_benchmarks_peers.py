@@ -138,11 +138,10 @@ def test_the_torchrl_contender_reports_its_episodes_where_its_venv_is_made(tmp_p
     """TorchRL's DQN CartPole example, run to its first batch of episodes in its own venv (10k random frames
     first: 1,000-frame batches, each printed with the episodes it finished)."""
     from benchmarks.peers.__main__ import contender
-    from benchmarks.peers.venvs import ensure, venv_dir
+    from benchmarks.peers.venvs import venv_dir
 
     if not (venv_dir(PEERS["torchrl"]) / "ready.json").exists():
         pytest.skip("the torchrl venv is not made here (python -m benchmarks.peers.venvs torchrl makes it)")
-    ensure(PEERS["torchrl"])
     c = contender("torchrl")
     run = measure(c.command("dqn", 3), c.parse, 120, tmp_path, {**ENV, "OMP_NUM_THREADS": "1"},
                   until_first_episode=True)
