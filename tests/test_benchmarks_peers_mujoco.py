@@ -182,6 +182,21 @@ def test_every_contender_runs_cleanrls_settings() -> None:
         s["reward_clip"]]
 
 
+def test_torchrl_runs_its_examples_settings_and_the_task_names_the_difference() -> None:
+    """TorchRL runs config_mujoco.yaml: the task's rollouts, epochs, minibatches, lr, gamma, lambda, clip and sizes;
+    its critic coefficient (0.25) is the difference the task's docstring names."""
+    from benchmarks.peers.contenders.torchrl_halfcheetah import SETTINGS as TRL
+
+    s = mt.SETTINGS
+    assert [TRL["frames_per_batch"], TRL["ppo_epochs"], TRL["mini_batch_size"], TRL["lr"], TRL["anneal_lr"],
+            TRL["gamma"], TRL["gae_lambda"], TRL["clip_epsilon"], TRL["entropy_coeff"], list(TRL["num_cells"]),
+            TRL["obs_clip"]] == [
+        s["num_steps"], s["update_epochs"], s["num_steps"] // s["num_minibatches"], s["learning_rate"],
+        s["anneal_lr"], s["gamma"], s["gae_lambda"], s["clip_coef"], s["ent_coef"], s["hidden"], s["obs_clip"]]
+    assert TRL["critic_coeff"] == 0.25 != s["vf_coef"]
+    assert "critic coefficient of 0.25" in " ".join((mt.__doc__ or "").split())
+
+
 def test_the_commands_give_each_contender_the_budget_and_its_env(monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: Path) -> None:
     from benchmarks.peers import venvs
@@ -195,6 +210,11 @@ def test_the_commands_give_each_contender_the_budget_and_its_env(monkeypatch: py
         "/venv/bin/python", str(fetched), "--seed", "2", "--env-id", "HalfCheetah-v4", "--total-timesteps", "4096"]
     assert mt.command("sb3", "/sb3/bin/python", 1, 4096)[2:] == [
         "--seed", "1", "--env-id", "HalfCheetah-v5", "--budget-env-steps", "4096"]
+    assert mt.command("torchrl", "/trl/bin/python", 2, 4096) == [
+        "/trl/bin/python", str(mt.HERE / "contenders" / "torchrl_halfcheetah.py"), "--seed", "2", "--env-id",
+        "HalfCheetah-v5", "--budget-env-steps", "4096"]
+    assert any(p.startswith("mujoco==") for p in venvs.PEERS["torchrl"].packages)
+    assert mt.contender_env("torchrl") == {}
     assert mt.command("rlrun", sys.executable, 0, 2048)[1] == str(mt.HERE / "contenders" / "rlrun_halfcheetah.py")
     assert mt.contender_env("rlrun") == {}
     assert mt.contender_env("cleanrl")["PYTHONPATH"] == str(venvs.scripts_dir(venvs.PEERS["cleanrl"]))
@@ -228,7 +248,7 @@ def test_run_task_gives_the_flat_figures(tmp_path: Path) -> None:
     assert logged and logged[0].startswith("peers: mujoco_ppo rlrun seed 0: 2048 env steps in ")
 
 
-@pytest.mark.parametrize("name", ["sb3", "cleanrl"])
+@pytest.mark.parametrize("name", ["sb3", "cleanrl", "torchrl"])
 def test_a_peer_contender_trains_one_rollout_where_its_venv_is_made(name: str, tmp_path: Path) -> None:
     from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, venv_dir
 

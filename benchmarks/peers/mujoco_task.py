@@ -1,7 +1,7 @@
 """The MuJoCo task of ``rlrun-bench peers``, ``mujoco_ppo``: wall time of PPO training on HalfCheetah for the same
-budget of env steps (1M by default, the MuJoCo group of ``rlrun-bench reproduce mujoco``), at equal settings, with
-each contender's final return beside it so that a reader sees both: the time for the same work, and that the work
-learned as much.
+budget of env steps (1M by default, the MuJoCo group of ``rlrun-bench reproduce mujoco``), at equal settings
+(TorchRL at its own example's, which differ in a few named places), with each contender's final return beside it
+so that a reader sees both: the time for the same work, and that the work learned as much.
 
 Equal settings: CleanRL's ``ppo_continuous_action.py`` defaults (``SETTINGS``): one env copy, rollouts of 2,048 env
 steps, 10 epochs of 32 minibatches (64 transitions each), lr 3e-4 annealed linearly to 0 over the budget, gamma
@@ -20,21 +20,25 @@ to ±10, 64x64 tanh actor and critic, a state-independent log std from 0; one to
   mujoco 2.3.3 from its mujoco extra) have no v5 tasks: it runs ``--env-id HalfCheetah-v4`` (the same model, obs,
   reward and 1,000-step limit as v5: gymnasium's v5 changelog lists no change of HalfCheetah's dynamics; an older
   engine, whose raw speed this task measures beside: ``env_only_steps_per_s``).
-- RLlib, Sample Factory and TorchRL are not contenders of this task: Sample Factory trains APPO (asynchronous, another
+- ``torchrl``: TorchRL's own MuJoCo PPO example, ``sota-implementations/ppo/ppo_mujoco.py``, with its own settings
+  (config_mujoco.yaml), on HalfCheetah-v5 (mujoco 4.0.0 in its venv, as rlrun's), contenders/torchrl_halfcheetah.py:
+  the same rollouts, epochs, minibatches, lr schedule, gamma, lambda, clip and network sizes as the task's, but a
+  critic coefficient of 0.25, no value-loss clipping, no reward normalisation, no gradient clipping and a
+  tanh-squashed Gaussian: its example's choices, kept (the task runs each peer's own code; the return column shows
+  what they bought).
+- RLlib and Sample Factory are not contenders of this task: Sample Factory trains APPO (asynchronous, another
   algorithm than PPO with one env copy); RLlib is not wired for it (its PPO would have to be given these settings
-  through its config, and its minibatching and normalisation connectors checked against CleanRL's first); TorchRL
-  neither yet: its ``sota-implementations/ppo/ppo_mujoco.py`` has CleanRL's settings but a critic coefficient of
-  0.25, and would run through a runner like its DQN one (contenders/torchrl_cartpole.py).
+  through its config, and its minibatching and normalisation connectors checked against CleanRL's first).
 
 Differences of design that remain, each the contender's own: rlrun and SB3 bootstrap time-limit truncations from the
 value, CleanRL treats them as terminations (benchmarks/results/reproduce/mujoco.md has rlrun both ways: 1,700.9 ±
 50.1 and 1,482.4 ± 77.7 at 1M); SB3's value clipping keeps only the clipped loss and does not halve it.
 
 Every contender trains for the same whole number of rollouts: the budget rounded down to a multiple of 2,048
-(1M -> 999,424 env steps, what CleanRL's ``total_timesteps // 2048`` iterations do; rlrun and SB3 get that number).
-Protocol: rlrun's and SB3's scripts print ``{"episodes": [...], "env_steps": N}`` per rollout (the peers' JSON
-lines); CleanRL prints ``global_step=N, episodic_return=[R]`` per episode and ``SPS: ...`` after each update (one
-update = 2,048 env steps). The returns are the raw training returns (before any normalisation).
+(1M -> 999,424 env steps, what CleanRL's ``total_timesteps // 2048`` iterations do; rlrun, SB3 and TorchRL get that
+number). Protocol: rlrun's, SB3's and TorchRL's scripts print ``{"episodes": [...], "env_steps": N}`` per rollout (the
+peers' JSON lines); CleanRL prints ``global_step=N, episodic_return=[R]`` per episode and ``SPS: ...`` after each
+update (one update = 2,048 env steps). The returns are the raw training returns (before any normalisation).
 
 Figures per contender and seed (medians over seeds, except the return): ``wall_s`` from starting the process to its
 exit after the last update (imports and start-up included), ``env_steps``, ``env_steps_per_s`` = env steps / wall_s,
@@ -46,8 +50,8 @@ contender ``env_only_steps_per_s`` (random actions in its venv, the env's own sp
 ``.../peak_rss/...`` and ``ratio/mujoco_ppo/final_return/<peer>_over_rlrun`` (only where both returns are
 positive).
 
-A full run is long on 2 cores: ~20 min per run per contender at 1M env steps (rlrun 814 env steps/s in
-benchmarks/results/reproduce/mujoco.md), so 3 contenders x 3 seeds take about three hours.
+A full run is long on 2 cores: per seed at 1M env steps, quiet, rlrun ~7 min, SB3 ~13 min, CleanRL ~15 min
+(benchmarks/results/2026-11-27-*-peers.json), TorchRL longer; ``--contenders`` picks a subset.
 """
 
 from __future__ import annotations
@@ -64,9 +68,10 @@ from benchmarks.peers.tables import CLEANRL_LINE, cell, flat_figures, json_objec
 
 HERE = Path(__file__).resolve().parent
 TASK = "mujoco_ppo"
-CONTENDERS = ("rlrun", "sb3", "cleanrl")
+CONTENDERS = ("rlrun", "sb3", "cleanrl", "torchrl")
 ENV_ID = "HalfCheetah-v5"
-ENV_IDS = {"rlrun": ENV_ID, "sb3": ENV_ID, "cleanrl": "HalfCheetah-v4"}  # gymnasium 0.29.1 has no v5 tasks
+ENV_IDS = {"rlrun": ENV_ID, "sb3": ENV_ID, "cleanrl": "HalfCheetah-v4",  # gymnasium 0.29.1 has no v5 tasks
+           "torchrl": ENV_ID}
 BUDGET_ENV_STEPS = 1_000_000
 QUICK_BUDGET_ENV_STEPS = 4096  # two rollouts: the path, not the learning
 RETURN_WINDOW = 100

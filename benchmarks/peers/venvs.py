@@ -66,8 +66,9 @@ PEERS: dict[str, Peer] = {p.name: p for p in (
     # TorchRL 0.14.1 (its newest release) with rlrun's gymnasium; its wheel's C++ extension (torchrl._torchrl:
     # prioritized-replay segment trees and a few ops) was built against another torch and does not load under
     # torch 2.13.0 ("undefined symbol: _ZN5torch8autograd13_wrap_outputs..."); torchrl loads it lazily, and its DQN
-    # CartPole example (uniform replay) never calls it.
-    Peer("torchrl", ("torchrl==0.14.1", "gymnasium==1.4.0"), "torchrl"),
+    # CartPole example (uniform replay) never calls it, nor its MuJoCo PPO example (GAE's vectorised torch path).
+    # gymnasium's mujoco extra and rlrun's engine version for the mujoco_ppo task (HalfCheetah-v5).
+    Peer("torchrl", ("torchrl==0.14.1", "gymnasium[mujoco]==1.4.0", "mujoco==4.0.0"), "torchrl"),
     # Sample Factory 2.1.1 (its last release) pins gymnasium<1.0 (0.29.1); under gymnasium 0.29 ale-py 0.12 does not
     # register its ids (gymnasium.error.NameNotFound: Environment PongNoFrameskip doesn't exist), ale-py 0.9.0 does.
     Peer("sample_factory", ("sample-factory==2.1.1", "ale-py==0.9.0", "opencv-python-headless==4.10.0.84"),
