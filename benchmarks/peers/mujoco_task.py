@@ -51,7 +51,8 @@ contender ``env_only_steps_per_s`` (random actions in its venv, the env's own sp
 positive).
 
 A full run is long on 2 cores: per seed at 1M env steps, quiet, rlrun ~7 min, SB3 ~13 min, CleanRL ~15 min
-(benchmarks/results/2026-11-27-*-peers.json), TorchRL ~42 min; ``--contenders`` picks a subset.
+(benchmarks/results/2026-11-27-*-peers.json), TorchRL 42-49 min (2026-11-27-cde648c, 2026-11-28-251ab51);
+``--contenders`` picks a subset.
 """
 
 from __future__ import annotations
