@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: install
 	$(BIN)/rlrun
 
-# One test process per core (pytest-xdist), each test file kept in one process (a module's fixture runs once):
-# 18 min instead of 23-32 on this 2-core machine class (3 processes: 20.5 min, the cores oversubscribed).
+# Two test processes, one per core of this machine class (pytest-xdist), each test file kept in one process (a
+# module's fixture runs once): 18 min instead of 23-32 in one process (3 processes: 20.5 min, the cores oversubscribed).
 # TEST_WORKERS=0 runs the suite in this process; TEST_WORKERS=auto, one process per CPU.
 TEST_WORKERS ?= 2
 test: install
