@@ -208,14 +208,15 @@ def test_learns_cartpole_with_the_learner_thread_on_the_local_executor(tmp_path:
     steps, then the greedy policy from the final checkpoint: 10 episodes, mean >= 100 (random play: ~22). Not
     deterministic: the replay ratio is what the learner managed while sharing 2 busy cores with the sampling (here
     22.8 and 23.6 samples per env step; the cap is 32), and greedy means after 30k steps were 149, 407 and above
-    in runs of seed 0, so the bar has room for that spread."""
+    in runs of seed 0, so the bar has room for that spread. The solved stop (CartPole's training mean 475) is off: one
+    CI run (2026-11-28) reached it before 40k steps, which this test, about a fixed budget, read as a failure."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from rlrun.app.evaluate import evaluate
 
     summary = run_experiment(compose([*TWO_WORKERS_LOCAL, "logger=none", "logger.tensorboard.enabled=true",
                                       "logger.console.enabled=false", "export.formats=[]", "seed=0",
-                                      "stop.env_steps=40000"]), tmp_path / "run")
+                                      "stop.env_steps=40000", "stop.episode_return_mean=null"]), tmp_path / "run")
     assert summary["stop_reason"] == "env_steps"
     result = evaluate(tmp_path / "run", episodes=10, write=False)
     assert result.return_mean >= 100, result.returns
@@ -238,7 +239,8 @@ def test_learns_cartpole_with_two_workers_on_the_ray_executor(tmp_path: Path) ->
     0) ended at 107.6 after 30k: the budget is 40k since."""
     from rlrun.app.evaluate import evaluate
 
-    summary = run_experiment(compose([*TWO_WORKERS_RAY, *QUIET, "seed=0", "stop.env_steps=40000"]), tmp_path / "run")
+    summary = run_experiment(compose([*TWO_WORKERS_RAY, *QUIET, "seed=0", "stop.env_steps=40000",
+                                      "stop.episode_return_mean=null"]), tmp_path / "run")
     assert summary["stop_reason"] == "env_steps"
     result = evaluate(tmp_path / "run", episodes=10, write=False)
     assert result.return_mean >= 150, result.returns
