@@ -15,6 +15,12 @@ For each setting (an env and a number of env copies), in one process and interle
     what plain Python reaches when env and policy alternate: the bare network of (b) on its own copy of the env
     copies, epsilon-greedy with numpy's draws, each step's observation, action, reward and done flags kept in
     lists and stacked every ``ROLLOUT_STEPS`` steps, episode returns summed: env steps/s.
+(e) **rlrun greedy** (``executor=local`` only): (c) with exploration off (``explore=False``: argmax Q, no random
+    draws), reported as ``fraction_of_limit/<env>/x<N>/local_greedy``: (c) against (e) is what epsilon-greedy's
+    draws cost rlrun's worker per step.
+
+Both actors explore with the same epsilon, ``EPSILON`` (rlrun's agent is built with it as its schedule's start and
+end; DQN acts near its final epsilon for most of a run).
 
 The serial limit is ``1 / (1/a + 1/b)``: env and policy on the same cores, one after the other (DESIGN.md,
 "Performance model"); (c) is reported as ``fraction_of_limit/<env>/x<N>/<executor>`` (goal, issue 7: >= 0.8),
@@ -76,6 +82,7 @@ SETTINGS = (("cartpole", 1), ("cartpole", 8), ("cartpole_vep", 8), ("pong", 1), 
 # CartPoleVectorEnv (env.vectorization=vector_entry_point), whose raw speed (a) is then that env's.
 ENV_VARIANTS = {"cartpole_vep": ("cartpole", ("env.vectorization=vector_entry_point",))}
 ROLLOUT_STEPS = 16  # agent steps per env copy per sample() call: DQN's default algo.rollout_steps
+EPSILON = 0.05  # both actors' exploration rate (an agent at its schedule's start, 1.0, would act uniformly at random)
 
 
 def serial_limit(env_rate: float, policy_rate: float) -> float:
@@ -108,7 +115,8 @@ class Setting:
         self.factory = registry.build("env", cfg.env.name, cfg.env)
         self.spec = self.factory.spec
         self.network = "nature_cnn" if len(self.spec.observation_space.shape) == 3 else "mlp"
-        self.agent = dqn_agent(self.spec.observation_space, self.spec.action_space, self.network, seed)
+        self.agent = dqn_agent(self.spec.observation_space, self.spec.action_space, self.network, seed,
+                               epsilon_start=EPSILON, epsilon_end=EPSILON)
         self.agent.eval()
         # (a) the raw env copies, random actions drawn up front
         self.envs = self.factory.make_vector(num_envs, str(cfg.executor.vector_mode))
@@ -151,7 +159,7 @@ class Setting:
     def hand_written(self, seconds: float) -> float:
         """(d): a plain acting loop over the bare network and its own env copies (module docstring)."""
         envs, bare, n = self.hand_envs, self.bare, self.num_envs
-        rng, epsilon = self.hand_rng, 0.05
+        rng, epsilon = self.hand_rng, EPSILON
         num_actions = int(self.spec.action_space.n)
         returns = np.zeros(n)
         finished: list[float] = []
@@ -195,14 +203,14 @@ class Setting:
             units, elapsed = _timed_blocks(step, seconds)
         return units / elapsed
 
-    def acting(self, name: str, seconds: float) -> tuple[float, dict[str, float]]:
+    def acting(self, name: str, seconds: float, explore: bool = True) -> tuple[float, dict[str, float]]:
         ws = self.worker_sets[name]
         env_s = inf_s = 0.0
 
         def step() -> int:
             nonlocal env_s, inf_s
             steps = 0
-            for batch, _ in ws.sample_async(ROLLOUT_STEPS, explore=True, min_batches=ws.num_workers):
+            for batch, _ in ws.sample_async(ROLLOUT_STEPS, explore=explore, min_batches=ws.num_workers):
                 env_s += batch.env_seconds
                 inf_s += batch.inference_seconds
                 steps += batch.env_steps
@@ -211,7 +219,7 @@ class Setting:
         # Steady state: the pipeline filled before the clock starts (requests in flight at either end cancel out),
         # and drained after it stops, uncounted: a Ray worker set's requests would otherwise run on while the other
         # sides are timed, slowing them and delivering rollouts made off the clock to the next acting block.
-        for _ in ws.sample_async(ROLLOUT_STEPS, explore=True, min_batches=ws.num_workers):
+        for _ in ws.sample_async(ROLLOUT_STEPS, explore=explore, min_batches=ws.num_workers):
             pass
         units, elapsed = _timed_blocks(step, seconds)
         ws.drain()
@@ -257,7 +265,10 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: lis
         for name in executors:
             isolated(name, lambda: setting.acting(name, min(seconds, 0.3)))  # noqa: B023 - called at once
         executors = [n for n in executors if n not in failed]
-        raw, policy, limit, hand, hand_fractions = [], [], [], [], []
+        greedy = "local" in executors
+        if greedy:
+            setting.acting("local", min(seconds, 0.3), explore=False)
+        raw, policy, limit, hand, hand_fractions, greedy_rates, greedy_fractions = [], [], [], [], [], [], []
         acting: dict[str, list[float]] = {n: [] for n in executors}
         fractions: dict[str, list[float]] = {n: [] for n in executors}
         of_hand: dict[str, list[float]] = {n: [] for n in executors}
@@ -272,6 +283,10 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: lis
             d = setting.hand_written(seconds)
             hand.append(d)
             hand_fractions.append(d / serial)
+            if greedy:
+                e = setting.acting("local", seconds, explore=False)[0]
+                greedy_rates.append(e)
+                greedy_fractions.append(e / serial)
             for name in [n for n in executors if n not in failed]:
                 measured = isolated(name, lambda: setting.acting(name, seconds))  # noqa: B023 - called at once
                 if measured is not None:
@@ -285,11 +300,15 @@ def measure(env: str, num_envs: int, rounds: int, seconds: float, executors: lis
     med = statistics.median
     figures: dict[str, Any] = {f"{key}/network": setting.network, f"{key}/frame_skip": skip}
     for label, values in (("raw_env", raw), ("policy_forward", policy), ("serial_limit", limit), ("hand_written", hand),
-                          *((f"rlrun_{n}", acting[n]) for n in executors)):
+                          *((f"rlrun_{n}", acting[n]) for n in executors),
+                          *((("rlrun_local_greedy", greedy_rates),) if greedy_rates else ())):
         figures[f"{key}/env_steps_per_s/{label}"] = round(med(values), 1)
         figures[f"{key}/frames_per_s/{label}"] = round(med(values) * skip, 1)
     figures[f"fraction_of_limit/{key}/hand_written"] = round(med(hand_fractions), 4)
     figures[f"fraction_of_limit/{key}/hand_written/rounds"] = [round(f, 4) for f in hand_fractions]
+    if greedy_fractions:
+        figures[f"fraction_of_limit/{key}/local_greedy"] = round(med(greedy_fractions), 4)
+        figures[f"fraction_of_limit/{key}/local_greedy/rounds"] = [round(f, 4) for f in greedy_fractions]
     for name in executors:
         figures[f"fraction_of_limit/{key}/{name}"] = round(med(fractions[name]), 4)
         figures[f"fraction_of_hand_written/{key}/{name}"] = round(med(of_hand[name]), 4)

@@ -306,13 +306,14 @@ def test_serial_limit_and_medians_with_misses() -> None:
 
 
 def test_sampling_limit_measures_rlrun_beside_the_limit_and_a_hand_written_actor() -> None:
-    """One round on CartPole x2, local executor: every side measured, and the fractions are the ratios of the
-    measured speeds (one round: the medians are those speeds)."""
+    """One round on CartPole x2, local executor: every side measured (rlrun with exploration on and off), and the
+    fractions are the ratios of the measured speeds (one round: the medians are those speeds)."""
     from benchmarks.sampling_limit import measure, serial_limit
 
     f = measure("cartpole", 2, rounds=1, seconds=0.05, executors=["local"])
     speed = {side: f[f"cartpole/x2/env_steps_per_s/{side}"]
-             for side in ("raw_env", "policy_forward", "serial_limit", "hand_written", "rlrun_local")}
+             for side in ("raw_env", "policy_forward", "serial_limit", "hand_written", "rlrun_local",
+                          "rlrun_local_greedy")}
     assert all(v > 100 for v in speed.values()), speed
     assert speed["serial_limit"] == pytest.approx(serial_limit(speed["raw_env"], speed["policy_forward"]), rel=1e-3)
     assert f["fraction_of_limit/cartpole/x2/local"] == pytest.approx(speed["rlrun_local"] / speed["serial_limit"],
@@ -321,6 +322,8 @@ def test_sampling_limit_measures_rlrun_beside_the_limit_and_a_hand_written_actor
         speed["hand_written"] / speed["serial_limit"], rel=2e-3)
     assert f["fraction_of_hand_written/cartpole/x2/local"] == pytest.approx(
         speed["rlrun_local"] / speed["hand_written"], rel=2e-3)
+    assert f["fraction_of_limit/cartpole/x2/local_greedy"] == pytest.approx(
+        speed["rlrun_local_greedy"] / speed["serial_limit"], rel=2e-3)
     shares = [f[f"time_share/cartpole/x2/local/{part}"] for part in ("env", "inference", "other")]
     assert sum(shares) == pytest.approx(1.0, abs=0.01)
 
