@@ -11,8 +11,13 @@ baseline is rewritten), e.g. 0.2 for the logger ratios on a noisy 2-core machine
 
 Baseline file::
 
-    {"about": "...", "updated": "<date>", "source": {"command", "hardware", "load_average"},
+    {"about": "...", "updated": "<date>",
+     "sources": [{"benchmarks": ["<benchmark>", ...], "command", "result", "hardware", "load_average"}, ...],
      "benchmarks": {"<benchmark>": {"<ratio figure>": {"value": 0.99, "tolerance": 0.2}, ...}, ...}}
+
+``sources`` says which run each benchmark's entries come from: ``rlrun-bench ci --only X --update-baseline``
+rewrites X's entries and moves X to a source of its own, the others keep theirs. (A baseline written before
+sources were per benchmark has one ``source`` for all; it is read as that.)
 """
 
 from __future__ import annotations
@@ -128,9 +133,11 @@ def updated_baseline(baseline: dict[str, Any], records: list[dict[str, Any]], to
     ``compared(benchmark, figure)`` selects; absolute figures never).
 
     A figure keeps the tolerance it had in the baseline (someone may have tuned it); a new figure gets
-    ``tolerance_of(benchmark, figure)``. Benchmarks that failed or did not run keep their old entries.
+    ``tolerance_of(benchmark, figure)``. Benchmarks that failed or did not run keep their old entries and their
+    source; the rewritten ones get ``source`` (this run's command, result file, hardware and load).
     """
     benchmarks = {k: dict(v) for k, v in baseline.get("benchmarks", {}).items()}
+    rewritten: list[str] = []
     for record in records:
         if record.get("status", "ok") != "ok":
             continue
@@ -143,8 +150,34 @@ def updated_baseline(baseline: dict[str, Any], records: list[dict[str, Any]], to
             tol = old[figure]["tolerance"] if figure in old else tolerance_of(name, figure)
             new[figure] = {"value": round(value, 4), "tolerance": tol}
         benchmarks[name] = new
+        rewritten.append(name)
     return {"about": ABOUT, "updated": dt.datetime.now(dt.timezone.utc).date().isoformat(),
-            "source": source or baseline.get("source", {}), "benchmarks": dict(sorted(benchmarks.items()))}
+            "sources": _sources_after(baseline, rewritten, source or {}, set(benchmarks)),
+            "benchmarks": dict(sorted(benchmarks.items()))}
+
+
+def sources_of(baseline: dict[str, Any]) -> list[dict[str, Any]]:
+    """Which run each benchmark's entries come from: ``[{"benchmarks": [names], ...the run's source}]``; a baseline
+    of the older form, one ``source`` for every benchmark, gives that source for all of them."""
+    if "sources" in baseline:
+        return [dict(s) for s in baseline["sources"]]
+    if baseline.get("source") or baseline.get("benchmarks"):
+        return [{"benchmarks": sorted(baseline.get("benchmarks", {})), **baseline.get("source", {})}]
+    return []
+
+
+def _sources_after(baseline: dict[str, Any], rewritten: list[str], source: dict[str, Any],
+                   present: set[str]) -> list[dict[str, Any]]:
+    """The baseline's sources with the ``rewritten`` benchmarks moved to ``source`` (sources left without a
+    benchmark dropped)."""
+    out = []
+    for s in sources_of(baseline):
+        names = [n for n in s.get("benchmarks", []) if n not in rewritten and n in present]
+        if names:
+            out.append({**s, "benchmarks": names})
+    if rewritten:
+        out.append({"benchmarks": sorted(rewritten), **{k: v for k, v in source.items() if k != "benchmarks"}})
+    return out
 
 
 def write_baseline(path: str | Path, baseline: dict[str, Any]) -> None:

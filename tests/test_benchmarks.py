@@ -117,7 +117,27 @@ def test_updating_the_baseline_keeps_tolerances_and_failed_benchmarks() -> None:
     only_x = bl.updated_baseline(base, records, lambda b, f: 0.25, compared=lambda b, f: f == "ratio/x")
     assert only_x["benchmarks"]["a"] == {"ratio/x": {"value": 0.95, "tolerance": 0.3}}
     assert new["benchmarks"]["b"] == {"ratio/y": {"value": 0.9, "tolerance": 0.2}}
-    assert new["source"] == {"command": "rlrun-bench ci"} and "never compared" in new["about"]
+    assert new["sources"] == [{"benchmarks": ["b"]}, {"benchmarks": ["a"], "command": "rlrun-bench ci"}]
+    assert "never compared" in new["about"]
+
+
+def test_a_partial_update_moves_only_the_benchmarks_that_ran_to_the_new_source() -> None:
+    """``rlrun-bench ci --only a --update-baseline`` on a baseline of the older form (one ``source`` for all):
+    ``a`` gets this run's source, ``b`` and ``c`` keep the old one; a second partial update, of ``b``, leaves ``c``
+    alone under the old source and ``a`` under the first."""
+    old_run = {"command": "rlrun-bench ci --update-baseline", "hardware": {"cpu": "AMD EPYC"}}
+    base = {**baseline_of({"a": {"ratio/x": (1.0, 0.3)}, "b": {"ratio/y": (0.9, 0.2)}, "c": {"ratio/z": (0.5, 0.2)}}),
+            "source": old_run}
+    assert bl.sources_of(base) == [{"benchmarks": ["a", "b", "c"], **old_run}]
+    first = {"command": "rlrun-bench ci --only a --update-baseline", "hardware": {"cpu": "Intel Xeon"}}
+    new = bl.updated_baseline(base, [record("a", {"ratio/x": 0.8})], lambda b, f: 0.25, source=first)
+    assert "source" not in new
+    assert new["sources"] == [{"benchmarks": ["b", "c"], **old_run}, {"benchmarks": ["a"], **first}]
+    second = {"command": "rlrun-bench ci --only b --update-baseline"}
+    again = bl.updated_baseline(new, [record("b", {"ratio/y": 0.7})], lambda b, f: 0.25, source=second)
+    assert again["sources"] == [{"benchmarks": ["c"], **old_run}, {"benchmarks": ["a"], **first},
+                                {"benchmarks": ["b"], **second}]
+    assert again["benchmarks"]["a"]["ratio/x"]["value"] == 0.8 and again["benchmarks"]["c"]["ratio/z"]["value"] == 0.5
 
 
 def test_the_committed_baseline_holds_only_ratios_with_tolerances() -> None:
