@@ -53,6 +53,7 @@ from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread
 from rlrun.execution.replay_shards import seed_of_shard, shard_capacity
+from rlrun.ops.epsilon_greedy import epsilon_greedy
 
 TRANSITIONS = "transitions"
 """The ``SampleBatch.info`` entry in which an actor sends its n-step transitions and their priorities."""
@@ -101,15 +102,13 @@ class ApexActor(Component):
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
         """Epsilon-greedy in Q with env copy b's own epsilon; greedy with ``explore=False``."""
-        greedy = self.q(obs).argmax(dim=-1)
+        q = self.q(obs)
         if not explore:
-            return greedy
-        if greedy.shape[0] != self.epsilons.shape[0]:
-            raise ValueError(f"{self.name}: {greedy.shape[0]} observations for {self.epsilons.shape[0]} env copies "
+            return q.argmax(dim=-1)
+        if q.shape[0] != self.epsilons.shape[0]:
+            raise ValueError(f"{self.name}: {q.shape[0]} observations for {self.epsilons.shape[0]} env copies "
                              f"(one epsilon each); executor.vector_mode=serial is not supported by algo=apex")
-        random = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
-        pick_random = torch.rand(greedy.shape, device=greedy.device) < self.epsilons.to(greedy.device)
-        return torch.where(pick_random, random, greedy)
+        return epsilon_greedy(q, self.num_actions, self.epsilons)
 
     @api
     def priorities(self, records: dict[str, Any]) -> torch.Tensor:

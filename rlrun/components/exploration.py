@@ -7,6 +7,7 @@ import torch
 from rlrun import spaces as sp
 from rlrun.components.base import Component, ComponentBuildError, api
 from rlrun.ops.action_mask import legal_of
+from rlrun.ops.epsilon_greedy import epsilon_greedy
 
 
 class LinearSchedule:
@@ -52,15 +53,15 @@ class EpsilonGreedy(Component):
 
     @api
     def get_actions(self, q: torch.Tensor, explore: bool = True) -> torch.Tensor:
-        greedy = q.argmax(dim=-1)
         if not explore:
-            return greedy
+            return q.argmax(dim=-1)
         eps = self.epsilon()
         legal = legal_of(q) if self.masked else None
         if legal is None or bool(legal.all()):
-            random = torch.randint(0, self.num_actions, greedy.shape, device=q.device)
-        else:  # uniform among the legal actions
-            random = torch.multinomial(legal.reshape(-1, q.shape[-1]).float(), 1).reshape(greedy.shape)
+            return epsilon_greedy(q, self.num_actions, eps)
+        # uniform among the legal actions
+        greedy = q.argmax(dim=-1)
+        random = torch.multinomial(legal.reshape(-1, q.shape[-1]).float(), 1).reshape(greedy.shape)
         pick_random = torch.rand(greedy.shape, device=q.device) < eps
         return torch.where(pick_random, random, greedy)
 
