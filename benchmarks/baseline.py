@@ -152,7 +152,7 @@ def updated_baseline(baseline: dict[str, Any], records: list[dict[str, Any]], to
         benchmarks[name] = new
         rewritten.append(name)
     return {"about": ABOUT, "updated": dt.datetime.now(dt.timezone.utc).date().isoformat(),
-            "sources": _sources_after(baseline, rewritten, source or {}, set(benchmarks)),
+            "sources": _sources_after(baseline, rewritten, source or {}),
             "benchmarks": dict(sorted(benchmarks.items()))}
 
 
@@ -166,17 +166,16 @@ def sources_of(baseline: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def _sources_after(baseline: dict[str, Any], rewritten: list[str], source: dict[str, Any],
-                   present: set[str]) -> list[dict[str, Any]]:
+def _sources_after(baseline: dict[str, Any], rewritten: list[str], source: dict[str, Any]) -> list[dict[str, Any]]:
     """The baseline's sources with the ``rewritten`` benchmarks moved to ``source`` (sources left without a
     benchmark dropped)."""
     out = []
     for s in sources_of(baseline):
-        names = [n for n in s.get("benchmarks", []) if n not in rewritten and n in present]
+        names = [n for n in s.get("benchmarks", []) if n not in rewritten]
         if names:
             out.append({**s, "benchmarks": names})
     if rewritten:
-        out.append({"benchmarks": sorted(rewritten), **{k: v for k, v in source.items() if k != "benchmarks"}})
+        out.append({"benchmarks": sorted(rewritten), **source})
     return out
 
 
