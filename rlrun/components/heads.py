@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
+from rlrun.components import layer_calls
 from rlrun.components.base import Component, api
 
 
@@ -24,7 +25,7 @@ class QHead(Component):
 
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x)
+        return layer_calls.apply(self.linear, x)
 
 
 def dueling_q(value: torch.Tensor, advantages: torch.Tensor, aggregation: str = "mean") -> torch.Tensor:
@@ -73,7 +74,8 @@ class DuelingQHead(Component):
 
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
-        return dueling_q(self.value(x).squeeze(-1), self.advantage(x), self.aggregation)
+        return dueling_q(layer_calls.apply(self.value, x).squeeze(-1), layer_calls.apply(self.advantage, x),
+                         self.aggregation)
 
 
 class PolicyValueHead(Component):
@@ -125,7 +127,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_policy(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        out = self.policy(x)
+        out = layer_calls.apply(self.policy, x)
         if not self.continuous:
             return out
         mean = out.reshape(*out.shape[:-1], *self.action_shape)
@@ -133,7 +135,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_value(self, x: torch.Tensor) -> torch.Tensor:
-        return self.value(x).squeeze(-1)
+        return layer_calls.apply(self.value, x).squeeze(-1)
 
     @api
     def forward(self, x: torch.Tensor) -> tuple:

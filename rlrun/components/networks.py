@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
+from rlrun.components import layer_calls
 from rlrun.components.base import Component, ComponentBuildError, api
 from rlrun.errors import ConfigError
 from rlrun.registry import RegistryError, registry
@@ -90,7 +91,7 @@ class MLP(Component):
 
     @api
     def forward(self, obs) -> torch.Tensor:  # noqa: ANN001
-        return self.layers(self.flatten(obs))
+        return layer_calls.apply(self.layers, self.flatten(obs))
 
 
 # ---------------------------------------------------------------------------------------------- image torsos

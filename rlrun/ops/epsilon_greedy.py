@@ -14,10 +14,28 @@ Acting on a small env, where a call runs between two env steps, that is 0.02-0.0
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
 _NUMPY_DTYPES = (torch.float32, torch.float64)
+_buffers = threading.local()  # per thread: {shape: (int64 tensor, float32 tensor)} the CPU draws are written into
+
+
+def _draw_buffers(shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """This thread's reusable tensors for one call's draws of ``shape``: ``torch.randint``/``torch.rand`` fill a new
+    tensor with ``random_``/``uniform_``, so filling these gives the same values from the same generator state,
+    without a factory call's argument parsing and allocation (~1.8 us of ~3 us per call, more between env steps)."""
+    cache = getattr(_buffers, "by_shape", None)
+    if cache is None:
+        cache = _buffers.by_shape = {}
+    pair = cache.get(shape)
+    if pair is None:
+        if len(cache) >= 16:  # a caller whose batch shape keeps changing: keep the cache small
+            cache.clear()
+        pair = cache[shape] = (torch.empty(shape, dtype=torch.int64), torch.empty(shape, dtype=torch.float32))
+    return pair
 
 
 def epsilon_greedy(q: torch.Tensor, num_actions: int, epsilon: float | torch.Tensor) -> torch.Tensor:
@@ -29,9 +47,10 @@ def epsilon_greedy(q: torch.Tensor, num_actions: int, epsilon: float | torch.Ten
         eps = epsilon.to(q.device) if isinstance(epsilon, torch.Tensor) else epsilon
         return torch.where(torch.rand(greedy.shape, device=q.device) < eps, random, greedy)
     greedy = np.asarray(q.detach().numpy().argmax(axis=-1))
-    random = torch.randint(0, num_actions, greedy.shape)
+    random, uniform = _draw_buffers(greedy.shape)
+    random.random_(0, num_actions)
     eps = epsilon.numpy() if isinstance(epsilon, torch.Tensor) else epsilon
-    pick = torch.rand(greedy.shape).numpy() < eps
+    pick = uniform.uniform_().numpy() < eps
     if pick.any():
         greedy = np.where(pick, random.numpy(), greedy)
     return torch.from_numpy(greedy)
