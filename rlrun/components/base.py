@@ -116,7 +116,9 @@ def api(fn: Callable) -> Callable:
     return wrapper
 
 
-def _global_hooks_present() -> bool:
+def global_module_hooks_present() -> bool:
+    """Whether any global nn.Module hook is registered (``torch.nn.modules.module.register_module_forward_hook``
+    and its kin): then every module call must take nn.Module's own call path."""
     m = _torch_module
     return bool(m._global_forward_hooks or m._global_forward_pre_hooks or m._global_backward_hooks
                 or m._global_backward_pre_hooks)
@@ -218,7 +220,7 @@ class Component(nn.Module):
         which is a tenth of a small MLP's forward at batch 1); the full path when hooks are registered or a
         tracer (torch.jit.trace, TensorBoard's add_graph) is recording."""
         if (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks
-                or _global_hooks_present() or torch._C._get_tracing_state()):
+                or global_module_hooks_present() or torch._C._get_tracing_state()):
             return super().__call__(*args, **kwargs)
         return self.forward(*args, **kwargs)
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlrun.components.base import _global_hooks_present
+from rlrun.components.base import global_module_hooks_present
 
 _FUNCTIONS: dict[type, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     nn.Linear: lambda m, x: F.linear(x, m.weight, m.bias),
@@ -35,7 +35,7 @@ def _hooked(m: nn.Module) -> bool:
 def apply(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``module(x)`` for a layer or an ``nn.Sequential`` of layers, without nn.Module's call path where nothing
     hooks or traces it (module docstring)."""
-    if _global_hooks_present() or torch._C._get_tracing_state() or _hooked(module):
+    if global_module_hooks_present() or torch._C._get_tracing_state() or _hooked(module):
         return module(x)
     if type(module) is nn.Sequential:
         for layer in module:

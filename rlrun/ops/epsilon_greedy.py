@@ -33,8 +33,9 @@ class _Draws:
     __slots__ = ("actions", "actions_np", "uniform", "uniform_np")
 
     def __init__(self, shape: tuple[int, ...]) -> None:
-        self.actions = torch.empty(shape, dtype=torch.int64)
-        self.uniform = torch.empty(shape, dtype=torch.float32)
+        with torch.inference_mode(False):  # normal tensors: filled in place inside inference mode and outside it
+            self.actions = torch.empty(shape, dtype=torch.int64)
+            self.uniform = torch.empty(shape, dtype=torch.float32)
         self.actions_np, self.uniform_np = self.actions.numpy(), self.uniform.numpy()
 
 

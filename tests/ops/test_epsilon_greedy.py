@@ -55,3 +55,25 @@ def test_epsilon_zero_is_greedy_one_is_uniform_and_rows_keep_their_own_rate() ->
     actions = epsilon_greedy(q, 4, per_row).numpy().reshape(20_000, 2)
     assert (actions[:, 0] == 1).all()
     assert abs((actions[:, 1] != 1).mean() - 0.4 * 3 / 4) < 0.015  # explores 40%, lands off the greedy 3/4 of it
+
+
+def test_draws_first_made_inside_inference_mode_serve_calls_outside_it_and_in_other_threads() -> None:
+    """The op reuses its draws' tensors per thread and shape: made under inference mode (a rollout), they must still
+    take a call outside it (an evaluation, a user's call), with the same draws as the torch ops there."""
+    import threading
+
+    shape = (3, 7)  # a shape no other test used: its tensors are made here, under inference mode
+    q = torch.zeros(*shape, 3)
+    with torch.inference_mode():
+        torch.manual_seed(5)
+        inside = epsilon_greedy(q, 3, 0.5)
+    torch.manual_seed(5)
+    outside = epsilon_greedy(q.requires_grad_(), 3, 0.5)
+    assert torch.equal(inside, outside)
+    torch.manual_seed(5)
+    assert torch.equal(outside, written_out(q.detach(), 3, 0.5))
+    got: list[torch.Tensor] = []
+    thread = threading.Thread(target=lambda: got.append(epsilon_greedy(q.detach(), 3, 1.0)))
+    thread.start()
+    thread.join()
+    assert got[0].shape == shape and int(got[0].max()) < 3
