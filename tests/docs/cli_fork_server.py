@@ -1,0 +1,75 @@
+"""A fork server for the docs commands: imports rlrun's command-line stack once, then runs each command in a child
+forked from it, as its console script would run it.
+
+Most docs commands are tiny runs (one training step), so a fresh interpreter spent ~60% of each in imports (torch,
+MLflow's SQL store, Hydra, the run loop: ~2.4 of ~4 s on this machine class). A child here starts with those
+modules imported and runs the rest as the console script does: ``sys.argv`` is the script's path and the command's
+words, stdin is /dev/null, stdout and stderr go to the files the request names, the working directory is the
+request's, and ``raise SystemExit(main())`` ends it, so the interpreter shuts down as a script's does (non-daemon
+threads joined, atexit handlers run, streams flushed) with the script's exit status. Ray is not imported here: a
+command that uses it imports and starts it in its child, as in a fresh process.
+
+Protocol (one JSON object per line): the server prints ``{"ready": true}`` once its imports are done; each request
+``{"script", "entry", "argv", "cwd", "stdout", "stderr", "timeout"}`` gets ``{"code": exit status}`` when its child
+has ended (``-9`` when the server killed it at ``timeout`` seconds). One command at a time; end of stdin ends it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+PRELOAD = ("torch", "numpy", "gymnasium", "hydra", "omegaconf", "mlflow", "mlflow.store.tracking.sqlalchemy_store",
+           "rlrun.app.cli", "rlrun.app.run", "rlrun.app.plot")
+ENTRIES = {"rlrun": "rlrun.app.cli", "rlrun-plot": "rlrun.app.plot"}
+
+
+def _child(request: dict) -> None:
+    """In the forked child: become the command's process and run it; never returns (SystemExit)."""
+    os.chdir(request["cwd"])
+    for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                            (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+        opened = os.open(path, flags, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
+    sys.argv = [request["script"], *request["argv"]]
+    main = importlib.import_module(ENTRIES[request["entry"]]).main
+    raise SystemExit(main())
+
+
+def _wait(pid: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return -9
+        time.sleep(0.02)
+
+
+def serve() -> None:
+    for name in PRELOAD:
+        importlib.import_module(name)
+    if threading.active_count() != 1:  # a child forked from a process with threads could inherit a held lock
+        raise RuntimeError(f"threads running after the imports: {[t.name for t in threading.enumerate()]}")
+    reply = sys.stdout
+    print(json.dumps({"ready": True}), file=reply, flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request)
+        print(json.dumps({"code": _wait(pid, float(request["timeout"]))}), file=reply, flush=True)
+
+
+if __name__ == "__main__":
+    serve()
