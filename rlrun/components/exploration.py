@@ -49,7 +49,18 @@ class EpsilonGreedy(Component):
         self.output_spaces["get_actions"] = sp.Discrete(self.num_actions)
 
     def epsilon(self) -> float:
-        return self.schedule(int(self.timestep))
+        """epsilon at the step counter. Called at every acting step: kept until the counter's tensor changes, which
+        its version counter tells (``advance``, a weight sync's ``copy_`` and a checkpoint load all write it in
+        place; a move to another device replaces it), without ``int()`` of a tensor and the module attribute lookup
+        (~1 us a call). A write through ``timestep.data`` bypasses the version counter: call ``advance`` instead."""
+        t = self._buffers["timestep"]
+        cached = self.__dict__.get("_epsilon_at")
+        if cached is not None and cached[0] is t and cached[1] == t._version:
+            return cached[2]
+        value = self.schedule(int(t))
+        if not t.is_inference():  # an inference tensor has no version counter
+            self.__dict__["_epsilon_at"] = (t, t._version, value)
+        return value
 
     @api
     def get_actions(self, q: torch.Tensor, explore: bool = True) -> torch.Tensor:

@@ -73,3 +73,24 @@ def test_action_frequencies(epsilon):
     expected = torch.full((4,), epsilon / 4, dtype=torch.float64)
     expected[2] += 1.0 - epsilon
     torch.testing.assert_close(freq, expected, rtol=0, atol=0.02)
+
+
+def test_epsilon_follows_every_way_the_step_counter_changes():
+    """epsilon is kept between calls until the counter changes: by advance, by a weight sync's in-place copy, by a
+    state-dict load, and when a move replaces the buffer; a counter made under inference mode is read each time."""
+    exploration = EpsilonGreedy(1.0, 0.0, 10)
+    ComponentTest(exploration, {"q": Q_SPACE})
+    assert exploration.epsilon() == pytest.approx(1.0) and exploration.epsilon() == pytest.approx(1.0)
+    exploration.advance(2)
+    assert exploration.epsilon() == pytest.approx(0.8)
+    exploration.timestep.copy_(torch.tensor(5))  # DQN's set_weights
+    assert exploration.epsilon() == pytest.approx(0.5)
+    exploration.load_state_dict({"timestep": torch.tensor(9)})
+    assert exploration.epsilon() == pytest.approx(0.1)
+    exploration._buffers["timestep"] = torch.tensor(3)  # what a move to another device does
+    assert exploration.epsilon() == pytest.approx(0.7)
+    with torch.inference_mode():
+        exploration._buffers["timestep"] = torch.tensor(6)
+    assert exploration.epsilon() == pytest.approx(0.4)
+    exploration._buffers["timestep"] = torch.tensor(1)
+    assert exploration.epsilon() == pytest.approx(0.9)

@@ -79,3 +79,24 @@ def test_heads_give_their_layers_values() -> None:
     pv = PolicyValueHead().build(x=sp.Box(-1.0, 1.0, (6,), "float32"), actions=sp.Discrete(3))
     assert torch.equal(pv.get_policy(x), pv.policy(x))
     assert torch.equal(pv.get_value(x), pv.value(x).squeeze(-1))
+
+
+def test_parameters_given_by_functional_call_and_parametrized_layers_are_used() -> None:
+    """The shortcut reads a layer's parameters where torch.func.functional_call puts them, and leaves a
+    parametrized layer (its weight computed on access) to its own call."""
+    seq = _stack(nn.ReLU)
+    x = torch.randn(3, 5)
+    zeros = {name: torch.zeros_like(p) for name, p in seq.named_parameters()}
+    assert torch.equal(torch.func.functional_call(seq, zeros, (x,)), torch.zeros(3, 3))
+    got = torch.func.functional_call(MLP([4]).build(obs=sp.Box(-1.0, 1.0, (5,), "float32")),
+                                     {"layers.0.weight": torch.ones(4, 5), "layers.0.bias": torch.zeros(4)}, (x,))
+    assert torch.allclose(got, x.sum(-1, keepdim=True).clamp(min=0).expand(3, 4))
+    torch.nn.utils.parametrize.register_parametrization(seq[0], "weight", _Doubled())
+    assert torch.equal(layer_calls.apply(seq, x), seq(x))
+    plain = _stack(nn.ReLU)
+    assert not torch.equal(layer_calls.apply(plain, x), seq(x))  # the doubled weight made a difference
+
+
+class _Doubled(nn.Module):
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return 2 * w
