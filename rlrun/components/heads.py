@@ -25,7 +25,7 @@ class QHead(Component):
 
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_calls.apply(self.linear, x)
+        return layer_calls.apply(self._modules["linear"], x)  # (not self.linear: nn.Module's attribute lookup)
 
 
 def dueling_q(value: torch.Tensor, advantages: torch.Tensor, aggregation: str = "mean") -> torch.Tensor:
@@ -74,7 +74,8 @@ class DuelingQHead(Component):
 
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
-        return dueling_q(layer_calls.apply(self.value, x).squeeze(-1), layer_calls.apply(self.advantage, x),
+        m = self._modules
+        return dueling_q(layer_calls.apply(m["value"], x).squeeze(-1), layer_calls.apply(m["advantage"], x),
                          self.aggregation)
 
 
@@ -127,7 +128,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_policy(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        out = layer_calls.apply(self.policy, x)
+        out = layer_calls.apply(self._modules["policy"], x)  # (not self.policy: nn.Module's attribute lookup)
         if not self.continuous:
             return out
         mean = out.reshape(*out.shape[:-1], *self.action_shape)
@@ -135,7 +136,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_value(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_calls.apply(self.value, x).squeeze(-1)
+        return layer_calls.apply(self._modules["value"], x).squeeze(-1)
 
     @api
     def forward(self, x: torch.Tensor) -> tuple:

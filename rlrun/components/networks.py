@@ -91,7 +91,8 @@ class MLP(Component):
 
     @api
     def forward(self, obs) -> torch.Tensor:  # noqa: ANN001
-        return layer_calls.apply(self.layers, self.flatten(obs))
+        m = self._modules  # (not self.layers, self.flatten: nn.Module's attribute lookup, ~0.3-0.5 us a name)
+        return layer_calls.apply(m["layers"], m["flatten"](obs))
 
 
 # ---------------------------------------------------------------------------------------------- image torsos
