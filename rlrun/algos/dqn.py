@@ -83,7 +83,7 @@ class DQNAgent(Component):
 
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
-        m = self._modules  # at every acting step: nn.Module's attribute lookup costs ~0.3-0.5 us a name there
+        m = self._modules  # per-step: Component's docstring
         return m["exploration"].get_actions(m["q"](obs), explore)
 
     @api

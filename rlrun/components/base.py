@@ -116,12 +116,19 @@ def api(fn: Callable) -> Callable:
     return wrapper
 
 
-def global_module_hooks_present() -> bool:
-    """Whether any global nn.Module hook is registered (``torch.nn.modules.module.register_module_forward_hook``
-    and its kin): then every module call must take nn.Module's own call path."""
-    m = _torch_module
-    return bool(m._global_forward_hooks or m._global_forward_pre_hooks or m._global_backward_hooks
-                or m._global_backward_pre_hooks)
+def module_hooked(m: nn.Module) -> bool:
+    """Whether a hook is registered on this module itself."""
+    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
+
+
+def module_call_path_needed(m: nn.Module) -> bool:
+    """Whether calling ``m`` must take nn.Module's own call path: a hook on it, a global module hook
+    (``torch.nn.modules.module.register_module_forward_hook`` and its kin), or a tracer recording (``torch.jit.trace``,
+    TensorBoard's ``add_graph``). Elsewhere rlrun skips that path (``Component.__call__``,
+    :mod:`rlrun.components.layer_calls`)."""
+    g = _torch_module
+    return bool(module_hooked(m) or g._global_forward_hooks or g._global_forward_pre_hooks
+                or g._global_backward_hooks or g._global_backward_pre_hooks or torch._C._get_tracing_state())
 
 
 def _snake(name: str) -> str:
@@ -137,6 +144,11 @@ class Component(nn.Module):
     ``observe()``; ``"rollouts"``: time-major steps given to ``update()``; None: only its plan can train it, e.g.
     Ape-X's distributed parts) and ``routes_updates`` (its update runs through ``self.update_strategy``, so the
     device strategies ``device=replicas`` and ``device.precision=bf16`` apply to it).
+
+    Methods that run at every acting step (``get_actions`` and the forwards under it) read their sub-components as
+    ``self._modules[name]`` and buffers as ``self._buffers[name]``: ``self.<name>`` goes through nn.Module's
+    ``__getattr__`` after a failed normal lookup, ~0.3-0.5 us a name, which between env steps cost CartPole acting 7%
+    (docs/results/performance.md, "Acting on cheap envs").
     """
 
     learns_from: ClassVar[str | None] = None
@@ -219,8 +231,7 @@ class Component(nn.Module):
         """``forward`` directly when nothing hooks this module (nn.Module's call path costs ~1-2 us per call,
         which is a tenth of a small MLP's forward at batch 1); the full path when hooks are registered or a
         tracer (torch.jit.trace, TensorBoard's add_graph) is recording."""
-        if (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks
-                or global_module_hooks_present() or torch._C._get_tracing_state()):
+        if module_call_path_needed(self):
             return super().__call__(*args, **kwargs)
         return self.forward(*args, **kwargs)
 

@@ -25,7 +25,7 @@ class QHead(Component):
 
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_calls.apply(self._modules["linear"], x)  # (not self.linear: nn.Module's attribute lookup)
+        return layer_calls.apply(self._modules["linear"], x)  # per-step: Component's docstring
 
 
 def dueling_q(value: torch.Tensor, advantages: torch.Tensor, aggregation: str = "mean") -> torch.Tensor:
@@ -128,7 +128,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_policy(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        out = layer_calls.apply(self._modules["policy"], x)  # (not self.policy: nn.Module's attribute lookup)
+        out = layer_calls.apply(self._modules["policy"], x)
         if not self.continuous:
             return out
         mean = out.reshape(*out.shape[:-1], *self.action_shape)

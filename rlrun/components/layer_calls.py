@@ -17,20 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlrun.components.base import global_module_hooks_present
-
-
-def _hooked(m: nn.Module) -> bool:
-    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
+from rlrun.components.base import module_call_path_needed, module_hooked
 
 
 def _call(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """One layer: its function on its own parameters (read from ``_parameters``, as ``torch.func.functional_call``
-    sets them, without nn.Module's attribute lookup: ~0.3 us each), or its own call (hooks; other modules; a
-    parametrized layer, whose class is not ``nn.Linear``)."""
+    """One unhooked layer: its function on its own parameters (read from ``_parameters``, as
+    ``torch.func.functional_call`` sets them, without nn.Module's attribute lookup: ~0.3 us each), or its own call
+    (other modules; a parametrized layer, whose class is not ``nn.Linear``)."""
     t = type(m)
-    if _hooked(m):
-        return m(x)
     if t is nn.Linear:
         p = m._parameters
         return F.linear(x, p["weight"], p["bias"]) if "weight" in p else m(x)
@@ -46,10 +40,10 @@ def _call(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
 def apply(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``module(x)`` for a layer or an ``nn.Sequential`` of layers, without nn.Module's call path where nothing
     hooks or traces it (module docstring)."""
-    if global_module_hooks_present() or torch._C._get_tracing_state() or _hooked(module):
+    if module_call_path_needed(module):
         return module(x)
     if type(module) is nn.Sequential:
         for layer in module._modules.values():
-            x = _call(layer, x)
+            x = layer(x) if module_hooked(layer) else _call(layer, x)
         return x
     return _call(module, x)

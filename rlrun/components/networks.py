@@ -91,7 +91,7 @@ class MLP(Component):
 
     @api
     def forward(self, obs) -> torch.Tensor:  # noqa: ANN001
-        m = self._modules  # (not self.layers, self.flatten: nn.Module's attribute lookup, ~0.3-0.5 us a name)
+        m = self._modules  # per-step: Component's docstring
         return layer_calls.apply(m["layers"], m["flatten"](obs))
 
 
