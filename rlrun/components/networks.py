@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -117,7 +118,16 @@ class _ImageTorso(Component):
 
     Subclasses set ``self.body`` (an ``nn.Module`` from ``[N, C, H, W]`` float to ``[N, F]``) and
     ``self.features`` (F) in ``_build_body``.
+
+    Memory layout on the CPU: the images are handed to the convolutions channels-last (``torch.channels_last``,
+    oneDNN's native layout: the same values and the same mathematics, other kernels) when gradients are recorded,
+    and also when acting if ``channels_last_acting`` (measured per torso on 2 Xeon cores, one torch thread,
+    Nature CNN / IMPALA ResNet: a forward and backward at batch 256 1.4x / 1.7x faster; acting at batch 8 0.92x /
+    2.2x, hence Nature CNN acts contiguous). The parameters stay as they are; the features come out as before.
+    On CUDA the input is left contiguous (not measured there).
     """
+
+    channels_last_acting: ClassVar[bool] = False
 
     def _build(self, obs: sp.Space) -> None:
         c, h, w = _require_image(self, "obs", obs)
@@ -142,6 +152,8 @@ class _ImageTorso(Component):
         """``obs`` ``[*batch, C, H, W]`` -> features ``[*batch, F]`` (batch ranks are folded into one and back)."""
         lead = obs.shape[:-3]
         x = obs.reshape(-1, *self._image_shape)
+        if x.device.type == "cpu" and (self.channels_last_acting or torch.is_grad_enabled()):
+            x = x.contiguous(memory_format=torch.channels_last)  # before the cast: the uint8 copy is the cheap one
         if self._scale is not None:
             x = x.to(torch.float32) * self._scale
         elif not x.is_floating_point():
@@ -201,6 +213,8 @@ class ImpalaResNet(_ImageTorso):
     flatten size is 32x11x11 = 3872 and the torso has 1,089,232 parameters (worked out in the tests).
     Input ``obs`` as for :class:`NatureCNN` (uint8 scaled by 1/255, any H, W >= 1).
     """
+
+    channels_last_acting = True
 
     def __init__(self, channels: tuple[int, ...] | list[int] = (16, 32, 32), num_blocks: int = 2,
                  hidden_size: int = 256, name: str | None = None) -> None:

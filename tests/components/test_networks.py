@@ -232,6 +232,35 @@ def test_conv_torsos_gradient_reaches_every_parameter(cls):
     assert_all_grads(net)
 
 
+@pytest.mark.parametrize("cls,acting_channels_last", [(NatureCNN, False), (ImpalaResNet, True)])
+def test_conv_torsos_memory_layout_on_the_cpu(cls, acting_channels_last):
+    """On the CPU the convolutions get the images channels-last when gradients are recorded (and when acting for
+    the IMPALA ResNet); features and gradients are those of the same layers given the contiguous images."""
+    net = cls()
+    ComponentTest(net, {"obs": sp.Box(0, 255, (4, 44, 44), np.uint8)})
+    seen: list[bool] = []
+    first_conv = next(m for m in net.body.modules() if isinstance(m, torch.nn.Conv2d))
+    first_conv.register_forward_pre_hook(
+        lambda m, args: seen.append(args[0].is_contiguous(memory_format=torch.channels_last)))
+    frames = torch.randint(0, 256, (2, 3, 4, 44, 44), dtype=torch.uint8)
+    out = net(frames)
+    out.pow(2).sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    with torch.no_grad():
+        acting = net(frames)
+    assert seen == [True, acting_channels_last]
+
+    flat = (frames.reshape(-1, 4, 44, 44).float() / 255.0).contiguous()  # the same layers, contiguous images
+    net.zero_grad()
+    ref = net.body(flat).reshape(2, 3, -1)
+    ref.pow(2).sum().backward()
+    assert seen[-1] is False and flat.is_contiguous()
+    assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    assert_close(acting, ref.detach(), rtol=1e-4, atol=1e-5)
+    for p, g in zip(net.parameters(), grads, strict=True):
+        assert_close(g, p.grad, rtol=1e-3, atol=1e-5)
+
+
 @pytest.mark.parametrize("cls,name", [(NatureCNN, "nature_cnn"), (ImpalaResNet, "impala_resnet")])
 @pytest.mark.parametrize("space", [sp.Box(-1, 1, (4,), np.float32), sp.Box(0, 255, (84, 84), np.uint8),
                                    sp.Discrete(5), sp.Dict({"image": ATARI})])
