@@ -294,6 +294,29 @@ def test_acting_medians_ratios_and_table() -> None:
     assert "| pong_acting | sb3 | 2.9.2 | 4000 |" in table
 
 
+def test_the_bf16_variant_runs_rlrun_with_its_precision_and_has_ratios_of_its_own() -> None:
+    """rlrun_bf16 (pong_training, when named) is rlrun's Pong script with device.precision=bf16; it is compared
+    with each peer and with rlrun, and no peer ratio treats it as a peer of rlrun."""
+    from benchmarks.peers.__main__ import EXTRA_CONTENDERS, task_contenders
+    from benchmarks.peers.pong_tasks import TASKS, ActingRun, command, markdown_rows, ratios
+    from benchmarks.peers.pong_tasks import summarize as summarize_acting
+
+    assert "rlrun_bf16" in EXTRA_CONTENDERS and "rlrun_bf16" in task_contenders("pong_training")
+    assert "rlrun_bf16" not in task_contenders("pong_acting")
+    argv = command(TASKS["pong_training"], "rlrun_bf16", "py", 1, 5.0)
+    assert argv[1].endswith("contenders/rlrun_pong.py") and argv[-2:] == ["--precision", "bf16"]
+    assert "--precision" not in command(TASKS["pong_training"], "rlrun", "py", 1, 5.0)
+    table = {name: summarize_acting([ActingRun(fps, 1, 1.0, 5.0, 500.0)])
+             for name, fps in (("rlrun", 1200.0), ("rlrun_bf16", 1800.0), ("sample_factory", 900.0))}
+    got = ratios("pong_training", table)
+    assert got["ratio/pong_training/frames_per_s/rlrun_over_sample_factory"] == 1.333
+    assert got["ratio/pong_training/frames_per_s/rlrun_bf16_over_sample_factory"] == 2.0
+    assert got["ratio/pong_training/frames_per_s/rlrun_bf16_over_rlrun"] == 1.5
+    assert "ratio/pong_training/frames_per_s/rlrun_over_rlrun_bf16" not in got
+    rows = "\n".join(markdown_rows("pong_training", {n: {**row, "version": "v"} for n, row in table.items()}, got))
+    assert "rlrun_bf16 / peer frames/s (--precision bf16): rlrun 1.50, sample_factory 2.00." in rows
+
+
 @pytest.mark.parametrize("task", ["pong_acting", "pong_training"])
 def test_the_rlrun_pong_contender_reports_by_the_protocol(tmp_path: Path, task: str) -> None:
     from benchmarks.peers.pong_tasks import TASKS, acting_line, command

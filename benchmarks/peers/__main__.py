@@ -88,7 +88,9 @@ CARTPOLE_TASK_CONTENDERS = {"cartpole_ppo": ("rlrun", "sb3", "cleanrl", "rllib")
 CONTENDERS = (*CARTPOLE_CONTENDERS, "sample_factory")
 # Asked for by name only: rlrun without its (algo, env) preset, i.e. PPO with the zoo's CartPole settings that
 # Stable-Baselines3 runs (20 epochs, lr 1e-3, 8 copies): its row separates rlrun's speed from its tuned settings.
-EXTRA_CONTENDERS = ("rlrun_zoo",)
+CARTPOLE_EXTRA_CONTENDERS = ("rlrun_zoo",)
+# rlrun_bf16: rlrun with device.precision=bf16 (pong_training; benchmarks/peers/pong_tasks.py).
+EXTRA_CONTENDERS = (*CARTPOLE_EXTRA_CONTENDERS, *pong_tasks.VARIANTS)
 
 
 # ------------------------------------------------------------------------------------------- one run, measured
@@ -173,6 +175,11 @@ class Contender:
 
 def contender(name: str) -> Contender:
     """The contender ``name``, its venv made when missing (PeerUnavailable: it cannot run here)."""
+    if name in pong_tasks.VARIANTS:
+        from importlib.metadata import version as dist_version
+
+        return Contender(name, lambda algo, seed: [], json_lines,
+                         f"{dist_version('rlrun')}, {' '.join(pong_tasks.VARIANTS[name][1])}")
     if name in ("rlrun", "rlrun_zoo"):
         from importlib.metadata import version as dist_version
 
@@ -201,10 +208,10 @@ def contender(name: str) -> Contender:
 def task_contenders(task: str) -> tuple[str, ...]:
     """The contenders that run ``task`` (the rest are told in its table why not)."""
     if task in pong_tasks.TASKS:
-        return pong_tasks.TASKS[task].contenders
+        return pong_tasks.TASKS[task].contenders + pong_tasks.TASKS[task].extra
     if task == mujoco_task.TASK:
         return mujoco_task.CONTENDERS
-    return CARTPOLE_TASK_CONTENDERS[task] + EXTRA_CONTENDERS
+    return CARTPOLE_TASK_CONTENDERS[task] + CARTPOLE_EXTRA_CONTENDERS
 
 
 def summarize(runs: list[Run]) -> dict[str, Any]:
@@ -370,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
     for task in tasks:
         if task in pong_tasks.TASKS:
             t = pong_tasks.TASKS[task]
-            figures.update(pong_tasks.run_task(t, {n: ready[n].python for n in ready if n in t.contenders},
+            figures.update(pong_tasks.run_task(t, {n: ready[n].python for n in ready if n in task_contenders(task)},
                                                {n: ready[n].version for n in ready}, seeds,
                                                t.quick_seconds if args.quick else t.seconds, args.budget_s, env))
             continue

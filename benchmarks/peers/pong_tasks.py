@@ -19,6 +19,8 @@ zoo's ``atari`` PPO settings for SB3, Sample Factory's Atari defaults: ``sf_exam
   Factory 2.1.1 (``sf_examples.atari.train_atari`` unchanged, APPO with its Atari defaults, 2 rollout workers x 4
   copies, ``--device=cpu``; ale-py 0.9.0 under its gymnasium 0.29 pin), whose asynchronous design (rollout workers
   and the learner in separate processes) is the point of comparing with it. All contenders share the same cores.
+  ``rlrun_bf16`` (run when named in ``--contenders``) is rlrun's setup with ``device.precision=bf16``, its update
+  under bfloat16 autocast: not the peers' settings, so it has a row and ratios of its own.
 
 Protocol of a contender script (``contenders/<name>_pong.py --mode acting|training``): after its first rollout (or
 its first report, for Sample Factory) it prints ``{"agent_steps": 0, "seconds": 0.0, "frame_skip": 4}``, then one
@@ -48,11 +50,16 @@ class PongTask:
     contenders: tuple[str, ...]
     seconds: float  # acting or training time after the first rollout, per run
     quick_seconds: float  # under --quick
+    extra: tuple[str, ...] = ()  # contenders run only when named in --contenders
 
+
+# rlrun's variants (run when named): rlrun_bf16 is rlrun_pong.py with device.precision=bf16 (its update under
+# bfloat16 autocast; refused on a CPU without bfloat16 instructions): other settings than the peers', its own row.
+VARIANTS = {"rlrun_bf16": ("rlrun", ["--precision", "bf16"])}
 
 TASKS = {t.name: t for t in (
     PongTask("pong_acting", "acting", ("rlrun", "sb3"), 30.0, 15.0),
-    PongTask("pong_training", "training", ("rlrun", "sb3", "sample_factory"), 120.0, 60.0),
+    PongTask("pong_training", "training", ("rlrun", "sb3", "sample_factory"), 120.0, 60.0, ("rlrun_bf16",)),
 )}
 
 
@@ -77,8 +84,9 @@ def acting_line(line: str) -> dict[str, Any] | None:
 
 def command(task: PongTask, name: str, python: str, seed: int, seconds: float) -> list[str]:
     """The argv of contender ``name``'s Pong script for ``task`` (``python``: its venv's interpreter)."""
-    return [python, str(HERE / "contenders" / f"{name}_pong.py"), "--mode", task.mode, "--seed", str(seed),
-            "--seconds", str(seconds)]
+    script, extra = VARIANTS.get(name, (name, []))
+    return [python, str(HERE / "contenders" / f"{script}_pong.py"), "--mode", task.mode, "--seed", str(seed),
+            "--seconds", str(seconds), *extra]
 
 
 def measure_acting(argv: list[str], budget_s: float, cwd: Path, env: dict[str, str]) -> ActingRun:
@@ -131,10 +139,16 @@ def ratios(task: str, table: dict[str, dict[str, Any]]) -> dict[str, float]:
     """``ratio/<task>/frames_per_s/rlrun_over_<peer>`` (> 1: rlrun is faster) and the start-up and memory ratios
     peer / rlrun (> 1: rlrun starts sooner, holds less), as the CartPole tasks' ratios read."""
     out = peer_over_rlrun(task, table, {"startup": "startup_s", "peak_rss": "peak_rss_mib"})
-    ours = table.get("rlrun") or {}
-    for peer, row in table.items():
-        if peer != "rlrun" and row.get("frames_per_s") and ours.get("frames_per_s"):
-            out[f"ratio/{task}/frames_per_s/rlrun_over_{peer}"] = round(ours["frames_per_s"] / row["frames_per_s"], 3)
+    for mine in ("rlrun", *VARIANTS):  # rlrun and each of its variants over every peer (not over each other)
+        ours = table.get(mine) or {}
+        for peer, row in table.items():
+            if peer != "rlrun" and peer not in VARIANTS and row.get("frames_per_s") and ours.get("frames_per_s"):
+                out[f"ratio/{task}/frames_per_s/{mine}_over_{peer}"] = round(ours["frames_per_s"]
+                                                                            / row["frames_per_s"], 3)
+    if table.get("rlrun", {}).get("frames_per_s"):  # a variant's own speed-up
+        for variant in (v for v in VARIANTS if (table.get(v) or {}).get("frames_per_s")):
+            out[f"ratio/{task}/frames_per_s/{variant}_over_rlrun"] = round(table[variant]["frames_per_s"]
+                                                                          / table["rlrun"]["frames_per_s"], 3)
     return out
 
 
@@ -148,6 +162,10 @@ def markdown_rows(task: str, rows: dict[str, dict[str, Any]], figures: dict[str,
         lines.append(f"| {task} | {name} | {row.get('version', '?')} | {cell(row.get('frames_per_s'), 0)} | "
                      f"{cell(row.get('fraction_ran'), 2)} | {cell(row.get('startup_s'), 2)} | "
                      f"{cell(row.get('peak_rss_mib'), 0)} | {cell(ratio, 2) if name != 'rlrun' else '1'} |")
+    for variant in (v for v in VARIANTS if v in rows):
+        against = ", ".join(f"{peer} {figures[key]:.2f}" for peer in rows
+                            if (key := f"ratio/{task}/frames_per_s/{variant}_over_{peer}") in figures)
+        lines.append(f"\n{variant} / peer frames/s ({' '.join(VARIANTS[variant][1])}): {against or 'none'}.")
     return lines
 
 

@@ -25,7 +25,7 @@ class QHead(Component):
 
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_calls.apply(self._modules["linear"], x)  # per-step: Component's docstring
+        return layer_calls.apply_output(self._modules["linear"], x)  # per-step: Component's docstring
 
 
 def dueling_q(value: torch.Tensor, advantages: torch.Tensor, aggregation: str = "mean") -> torch.Tensor:
@@ -75,8 +75,8 @@ class DuelingQHead(Component):
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
         m = self._modules
-        return dueling_q(layer_calls.apply(m["value"], x).squeeze(-1), layer_calls.apply(m["advantage"], x),
-                         self.aggregation)
+        value = layer_calls.apply_output(m["value"], x).squeeze(-1)
+        return dueling_q(value, layer_calls.apply_output(m["advantage"], x), self.aggregation)
 
 
 class PolicyValueHead(Component):
@@ -128,7 +128,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_policy(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        out = layer_calls.apply(self._modules["policy"], x)
+        out = layer_calls.apply_output(self._modules["policy"], x)
         if not self.continuous:
             return out
         mean = out.reshape(*out.shape[:-1], *self.action_shape)
@@ -136,7 +136,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_value(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_calls.apply(self._modules["value"], x).squeeze(-1)
+        return layer_calls.apply_output(self._modules["value"], x).squeeze(-1)
 
     @api
     def forward(self, x: torch.Tensor) -> tuple:

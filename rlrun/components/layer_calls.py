@@ -9,6 +9,11 @@ and goes through the module's ``__call__`` where anything could observe the diff
 an ``nn.Sequential``, on the sequence), global module hooks, or a tracer recording (``torch.jit.trace``,
 TensorBoard's ``add_graph``). Any other module (a parametrized layer among them) is called as usual. The components'
 own calls take the same shortcut (:meth:`rlrun.components.base.Component.__call__`).
+
+:func:`apply_output` is for a network's output layers (the heads): under mixed precision (``device.precision=bf16``:
+the update under ``torch.autocast``) they run in float32 on the features upcast, so the action values, the logits and
+the log-probabilities an update compares with its behaviour policy's are not rounded to bfloat16 (~3 significant
+digits), which on the CPU autocast would otherwise keep through ``log_softmax``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlrun.components.base import module_call_path_needed, module_hooked
+
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
 def _call(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -47,3 +54,12 @@ def apply(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
             x = layer(x) if module_hooked(layer) else _call(layer, x)
         return x
     return _call(module, x)
+
+
+def apply_output(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """:func:`apply` for an output layer: in float32 where ``x`` comes from a torso run under autocast in a lower
+    precision (module docstring); otherwise exactly :func:`apply`."""
+    if x.dtype in _LOW_PRECISION:
+        with torch.autocast(x.device.type, enabled=False):
+            return apply(module, x.float())
+    return apply(module, x)

@@ -4,7 +4,8 @@
   CUDA, a bad precision or replica count, a device map naming CUDA without CUDA: a ConfigError).
 - ``apply_device_strategy(cfg, algo)``: after the algorithm has built its agent: the per-component device map
   (``device.map``, rlrun.devices.device_map), the update strategy (``device=replicas``: a synchronous
-  data-parallel update, rlrun.devices.replicas; ``device.precision=bf16``: autocast), and ``device.compile``.
+  data-parallel update, rlrun.devices.replicas; ``device.precision=bf16``: autocast, on CUDA or on a CPU with
+  bfloat16 instructions), and ``device.compile``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ def _no_cuda(what: str) -> ConfigError:
     build = torch.version.cuda or "none (a CPU-only build)"
     return ConfigError(f"{what}: CUDA is not available here (torch {torch.__version__}, CUDA build: {build}). "
                        f"Use device=cpu, or device=auto to take a GPU only when one is present.")
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX tiles: oneDNN's bf16 convolutions and
+    matrix products run on them); elsewhere torch emulates bf16, slower than fp32."""
+    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(bool(check()) for check in checks if check is not None)
 
 
 def num_replicas(cfg: Any) -> int:
@@ -67,9 +75,10 @@ def resolve_device(cfg: Any) -> torch.device:
         log.info("device=replicas: %d replicas, run one after another on %s", n, device)
     else:
         raise ConfigError(f"device.name={name}: not one of {', '.join(NAMES)}.")
-    if precision == "bf16" and device.type != "cuda":
-        raise ConfigError(f"device.precision=bf16 is supported on CUDA only (bf16 autocast on this {device.type} "
-                          f"is not checked for correctness or measured). Use device.precision=fp32 here.")
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_bf16():
+        raise ConfigError("device.precision=bf16 on the CPU needs bfloat16 instructions (AVX512-BF16 or AMX), "
+                          "which this CPU lacks: emulated, bf16 is slower than fp32. Use device.precision=fp32 "
+                          "here (or bf16 with device=cuda).")
     for key, dev in (cfg.get("map") or {}).items():
         try:
             target = torch.device(str(dev))

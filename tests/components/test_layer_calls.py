@@ -100,3 +100,27 @@ def test_parameters_given_by_functional_call_and_parametrized_layers_are_used() 
 class _Doubled(nn.Module):
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         return 2 * w
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_heads_run_in_float32_on_features_from_an_autocast_torso(dtype: torch.dtype) -> None:
+    """Under autocast (device.precision=bf16) a torso's features come out in the lower precision; the heads run
+    their layers in float32 on them upcast, so action values and logits are not rounded (on the CPU autocast keeps
+    log_softmax in bfloat16); features in float32 go through unchanged."""
+    q = QHead()
+    q.build(x=sp.Box(-1.0, 1.0, (8,), "float32"), actions=sp.Discrete(3))
+    pv = PolicyValueHead()
+    pv.build(x=sp.Box(-1.0, 1.0, (8,), "float32"), actions=sp.Discrete(3))
+    x = torch.randn(5, 8)
+    low = x.to(dtype)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        q_out, logits, value = q.get_q(low), pv.get_policy(low), pv.get_value(low)
+        rounded = nn.functional.linear(low, q.linear.weight, q.linear.bias)  # what the layer gives under autocast
+        plain = q.get_q(x)
+    assert rounded.dtype == torch.bfloat16 and plain.dtype == torch.bfloat16  # fp32 features: autocast as before
+    assert q_out.dtype == logits.dtype == value.dtype == torch.float32
+    exact = low.float()
+    assert torch.equal(q_out, nn.functional.linear(exact, q.linear.weight, q.linear.bias))
+    assert torch.equal(logits, nn.functional.linear(exact, pv.policy.weight, pv.policy.bias))
+    assert torch.equal(value, nn.functional.linear(exact, pv.value.weight, pv.value.bias).squeeze(-1))
+    assert not torch.equal(rounded.float(), q_out)  # bf16 rounding would have been visible

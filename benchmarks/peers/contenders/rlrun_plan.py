@@ -1,7 +1,7 @@
 """What rlrun's contender scripts share (they run in rlrun's venv): an algorithm's plan built by the registry from
-config overrides, as ``run_experiment`` builds it (without checkpoints or loggers), with one torch thread; and its
-training loop, one ``training_step`` at a time to ``stop.env_steps``, printing the peers' JSON lines
-(benchmarks/peers/contenders/__init__.py)."""
+config overrides, as ``run_experiment`` builds it (its device strategy applied; without checkpoints or loggers),
+with one torch thread; and its training loop, one ``training_step`` at a time to ``stop.env_steps``, printing the
+peers' JSON lines (benchmarks/peers/contenders/__init__.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def build_plan(overrides: list[str], algo: str, seed: int) -> tuple[Any, Any, An
 
     from rlrun.app.run import seed_everything
     from rlrun.config import compose
-    from rlrun.devices import resolve_device
+    from rlrun.devices import apply_device_strategy, resolve_device
     from rlrun.registry import registry
 
     torch.set_num_threads(1)
@@ -26,6 +26,7 @@ def build_plan(overrides: list[str], algo: str, seed: int) -> tuple[Any, Any, An
     executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, seed)
     plan = registry.get("algo", algo)(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
                                       resolve_device(cfg.device), seed)
+    apply_device_strategy(cfg.device, plan)  # device.precision and the rest, as run_experiment applies them
     return plan, env_factory, cfg
 
 

@@ -19,6 +19,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=20.0, help="acting / training time after the first rollout")
     p.add_argument("--num-envs", type=int, default=8)
     p.add_argument("--rollout-steps", type=int, default=128)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="device.precision")
     args = p.parse_args()
     import json
     import time
@@ -27,7 +28,7 @@ def main() -> None:
 
     plan, env_factory, _ = build_plan(["algo=ppo", "env=pong", f"seed={args.seed}", "executor=local",
                                        f"executor.num_envs={args.num_envs}", f"algo.rollout_steps={args.rollout_steps}",
-                                       "logger=none"], "ppo", args.seed)
+                                       f"device.precision={args.precision}", "logger=none"], "ppo", args.seed)
 
     def one_round() -> int:
         """Agent steps of one rollout (acting) or one training step (a rollout and the update on it)."""
