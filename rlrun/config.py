@@ -156,9 +156,9 @@ class DeviceConfig(Declared):
     compile: bool = False
     """torch.compile the agent's networks (act and update paths); falls back to eager with a warning."""
     precision: str = key("fp32", choices=('fp32', 'bf16'))
-    """fp32 | bf16: the update under bfloat16 autocast (torsos and losses' matrix products in bf16, heads and losses
-    in float32; acting stays fp32); on CUDA, or a CPU with AVX512-BF16 or AMX (PPO's Pong update 1.7x faster than
-    fp32 on a Xeon with AMX: docs/devices.md)."""
+    """fp32 | bf16: the update under bfloat16 autocast (the torsos' matrix products in bf16, heads and losses in
+    float32; acting stays fp32; algo=dqn, ppo, a2c, apex, impala, appo); on CUDA, or a CPU with AVX512-BF16 or AMX
+    (PPO's Pong update 1.7x faster than fp32 on a Xeon with AMX: docs/devices.md)."""
     cpu_memory: str = key("reuse", choices=('reuse', 'system'))
     """reuse | system: how this process's C allocator (glibc) treats large blocks. reuse: served from the heap and
     kept when freed, so a CPU update's per-minibatch tensors are not mapped and faulted in again each time (PPO

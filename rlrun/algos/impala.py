@@ -165,6 +165,7 @@ class IMPALAAgent(Component):
     time-major batch of unrolls), weights (with their version)."""
 
     learns_from = "rollouts"  # rlrun.make_agent: update() takes the time-major steps an application observed
+    autocasts_updates = True  # device.precision=bf16 (V-trace runs over whole unrolls: no replica shards)
 
     def __init__(self, cfg: IMPALAConfig, seed: int = 0, name: str = "impala_agent") -> None:
         super().__init__(name)
@@ -183,6 +184,16 @@ class IMPALAAgent(Component):
 
     def torch_optimizer(self) -> torch.optim.Optimizer:
         return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
+
+    @property
+    def update_autocast(self) -> tuple[str, torch.dtype] | None:
+        """The update's autocast ``(device type, dtype)`` (``device.precision=bf16``, set by rlrun.devices), or None:
+        every gradient step's loss runs under it."""
+        return self.optimizer.autocast
+
+    @update_autocast.setter
+    def update_autocast(self, autocast: tuple[str, torch.dtype] | None) -> None:
+        self.optimizer.autocast = autocast
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         build_actor_critic(self, obs, actions)

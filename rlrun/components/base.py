@@ -142,8 +142,10 @@ class Component(nn.Module):
     Capabilities an algorithm's root component (its agent) declares, read by rlrun instead of probed:
     ``learns_from`` (how an application's own loop feeds it, rlrun.make_agent: ``"observe"``: transitions given to
     ``observe()``; ``"rollouts"``: time-major steps given to ``update()``; None: only its plan can train it, e.g.
-    Ape-X's distributed parts) and ``routes_updates`` (its update runs through ``self.update_strategy``, so the
-    device strategies ``device=replicas`` and ``device.precision=bf16`` apply to it).
+    Ape-X's distributed parts), ``routes_updates`` (its update runs through ``self.update_strategy``, so the
+    device strategies ``device=replicas`` and ``device.precision=bf16`` apply to it) and ``autocasts_updates`` (its
+    update's loss runs under the autocast set as ``self.update_autocast``: ``device.precision=bf16`` applies, not
+    replicas, e.g. where the loss runs over whole unrolls).
 
     Methods that run at every acting step (``get_actions`` and the forwards under it) read their sub-components as
     ``self._modules[name]`` and buffers as ``self._buffers[name]``: ``self.<name>`` goes through nn.Module's
@@ -153,6 +155,7 @@ class Component(nn.Module):
 
     learns_from: ClassVar[str | None] = None
     routes_updates: ClassVar[bool] = False
+    autocasts_updates: ClassVar[bool] = False
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__()

@@ -5,7 +5,7 @@
 - ``apply_device_strategy(cfg, algo)``: after the algorithm has built its agent: the per-component device map
   (``device.map``, rlrun.devices.device_map), the update strategy (``device=replicas``: a synchronous
   data-parallel update, rlrun.devices.replicas; ``device.precision=bf16``: autocast, on CUDA or on a CPU with
-  bfloat16 instructions), and ``device.compile``.
+  bfloat16 instructions, through the update strategy or the agent's ``update_autocast``), and ``device.compile``.
 """
 
 from __future__ import annotations
@@ -105,20 +105,26 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
         placement = apply_device_map(agent, mapping, default=device)
         log.info("device map: %s", ", ".join(f"{k} on {v}" for k, v in placement.items()))
     if name == "replicas" or precision != "fp32":
-        if not agent.routes_updates:
-            able = [n for n in registry.names("algo") if _routes_updates(n)]
+        if agent.routes_updates:
+            agent.update_strategy = ReplicatedUpdate(num_replicas(cfg) if name == "replicas" else 1,
+                                                     torch.bfloat16 if precision == "bf16" else None, device.type)
+        elif agent.autocasts_updates and name != "replicas":
+            agent.update_autocast = (device.type, torch.bfloat16)
+        else:
+            able = [n for n in registry.names("algo") if _declares(n, "routes_updates")]
+            casting = [n for n in registry.names("algo") if _declares(n, "autocasts_updates")]
+            what = "device=replicas" if agent.autocasts_updates else "device=replicas and device.precision=bf16"
             raise ConfigError(f"{type(agent).__name__} does not route its update through the device strategy, so "
-                              f"device=replicas and device.precision=bf16 are not available for it (they are for "
-                              f"algo={', '.join(able)}). Use device=cpu|cuda|auto with device.precision=fp32.")
-
-        agent.update_strategy = ReplicatedUpdate(num_replicas(cfg) if name == "replicas" else 1,
-                                                 torch.bfloat16 if precision == "bf16" else None, device.type)
+                              f"{what} {'is' if agent.autocasts_updates else 'are'} not available for it (replicas "
+                              f"are for algo={', '.join(able)}; bf16 also for algo={', '.join(casting)}). Use "
+                              f"device=cpu|cuda|auto" + ("." if agent.autocasts_updates
+                                                         else " with device.precision=fp32."))
     if cfg.get("compile"):
         compiled = compile_networks(agent)
         log.info("device.compile: torch.compile on %s", ", ".join(compiled) or "nothing (no networks)")
 
 
-def _routes_updates(algo: str) -> bool:
-    """Whether algorithm ``algo``'s agent declares ``routes_updates`` (for the error message's list)."""
+def _declares(algo: str, capability: str) -> bool:
+    """Whether algorithm ``algo``'s agent declares ``capability`` (for the error message's lists)."""
     agent_class = getattr(registry.get("algo", algo), "agent_class", None)
-    return bool(getattr(agent_class, "routes_updates", False))
+    return bool(getattr(agent_class, capability, False))

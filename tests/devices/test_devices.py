@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,22 +91,20 @@ def test_bf16_on_a_cpu_without_bfloat16_instructions_is_refused(monkeypatch: pyt
     assert resolve_device(device_cfg(name="cpu")) == torch.device("cpu")  # fp32 needs nothing
 
 
-@pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no bfloat16 instructions (AVX512-BF16 or AMX)")
-def test_bf16_on_a_cpu_with_bfloat16_instructions_learns_cartpole(tmp_path: Path) -> None:
-    """device.precision=bf16 on the CPU: PPO's update runs under bfloat16 autocast (the torso's features are bf16
-    in the update, float32 when acting; the heads' outputs float32) and the run learns CartPole as test_ppo's fp32
-    run does (seeded: mean return >= 195 over 20 episodes within 40k env steps)."""
+def dtypes_in_a_training_step(overrides: list[str], steps: int = 1) -> tuple[Any, list[tuple[str, torch.dtype]]]:
+    """``(algorithm, [(where, dtype), ...])``: the plan of ``rlrun <overrides>`` built and its device strategy
+    applied as run_experiment does, then ``steps`` training steps, recording the dtype of the torso's output
+    (acting and update) and of the heads' outputs."""
     from rlrun.app.run import build_plan, seed_everything
     from rlrun.devices import apply_device_strategy
     from rlrun.registry import registry
 
-    small = compose(["algo=ppo", "device.precision=bf16", "executor.num_envs=2", "algo.rollout_steps=16",
-                     "logger=none"])
+    cfg = compose([*overrides, "logger=none"])
     seed_everything(0)
-    env_factory = registry.build("env", small.env.name, small.env)
-    executor = registry.build("executor", small.executor.name, small.executor, env_factory, 0)
-    algo = build_plan(OmegaConf.to_object(small.algo), env_factory, executor, resolve_device(small.device), 0)
-    apply_device_strategy(small.device, algo)
+    env_factory = registry.build("env", cfg.env.name, cfg.env)
+    executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, 0)
+    algo = build_plan(OmegaConf.to_object(cfg.algo), env_factory, executor, resolve_device(cfg.device), 0)
+    apply_device_strategy(cfg.device, algo)
     dtypes: list[tuple[str, torch.dtype]] = []
     algo.agent.network.torso.register_forward_hook(lambda m, a, out: dtypes.append(("torso", out.dtype)))
     head = algo.agent.network.head
@@ -119,17 +118,49 @@ def test_bf16_on_a_cpu_with_bfloat16_instructions_learns_cartpole(tmp_path: Path
 
     head.get_policy, head.get_value = recorded(head.get_policy), recorded(head.get_value)
     try:
-        algo.training_step()
+        for _ in range(steps):
+            algo.training_step()
     finally:
         executor.stop()
+    return algo, dtypes
+
+
+@pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no bfloat16 instructions (AVX512-BF16 or AMX)")
+def test_bf16_on_a_cpu_with_bfloat16_instructions_learns_cartpole(tmp_path: Path) -> None:
+    """device.precision=bf16 on the CPU: PPO's update runs under bfloat16 autocast (the torso's features are bf16
+    in the update, float32 when acting; the heads' outputs float32) and the run learns CartPole as test_ppo's fp32
+    run does (seeded: mean return >= 195 over 20 episodes within 40k env steps)."""
+    _, dtypes = dtypes_in_a_training_step(["algo=ppo", "device.precision=bf16", "executor.num_envs=2",
+                                           "algo.rollout_steps=16"])
     assert ("torso", torch.bfloat16) in dtypes and ("torso", torch.float32) in dtypes  # update, acting
     assert {d for name, d in dtypes if name == "head"} == {torch.float32}
+    _, full = dtypes_in_a_training_step(["algo=ppo", "executor.num_envs=2", "algo.rollout_steps=16"])
+    assert {d for _, d in full} == {torch.float32}
 
     cfg = compose(["algo=ppo", "device.precision=bf16", "executor.num_envs=8", "seed=0", "stop.env_steps=40000",
                    "stop.episode_return_mean=195", "logger=none", "export.formats=[]", "checkpoint.at_end=false"])
     summary = run_experiment(cfg, tmp_path)
     assert summary["stop_reason"] == "episode_return_mean", summary
     assert summary["episode_return_mean"] >= 195
+
+
+@pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no bfloat16 instructions (AVX512-BF16 or AMX)")
+@pytest.mark.parametrize("algo", ["impala", "appo"])
+def test_bf16_reaches_impala_and_appo_through_their_gradient_step(algo: str) -> None:
+    """IMPALA and APPO (V-trace over whole unrolls: no replica shards) declare ``autocasts_updates``: bf16 is their
+    gradient step's autocast (the torso in bf16 inside the update, the heads in float32); device=replicas is
+    refused for them with a message that says bf16 is available."""
+    from rlrun.devices import apply_device_strategy
+
+    plan, dtypes = dtypes_in_a_training_step([f"algo={algo}", "device.precision=bf16", "executor.num_envs=2",
+                                              "algo.unroll_length=8", "algo.batch_size=2"], steps=2)
+    assert plan.agent.update_autocast == ("cpu", torch.bfloat16)
+    assert ("torso", torch.bfloat16) in dtypes and ("torso", torch.float32) in dtypes  # update, acting
+    assert {d for name, d in dtypes if name == "head"} == {torch.float32}
+    replicas = compose([f"algo={algo}", "device=replicas", "device.num_replicas=2"]).device
+    with pytest.raises(ConfigError, match=r"so device=replicas is not available for it \(replicas are for algo=a2c, "
+                                          r"apex, dqn, ppo; bf16 also for algo=appo, impala\)"):
+        apply_device_strategy(replicas, plan)
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -353,8 +384,9 @@ def test_a_run_with_replicas_and_a_device_map(tmp_path: Path) -> None:
 
 
 def test_replicas_for_an_agent_without_the_update_hook_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"does not route its update through the device strategy.*\(they are for "
-                                          r"algo=a2c, apex, dqn, ppo\)"):
+    with pytest.raises(ConfigError, match=r"does not route its update through the device strategy, so device=replicas "
+                                          r"and device.precision=bf16 are not available for it \(replicas are for "
+                                          r"algo=a2c, apex, dqn, ppo; bf16 also for algo=appo, impala\)"):
         run_experiment(compose(["algo=trpo", "device=replicas", "device.num_replicas=2", "stop.env_steps=300",
                                 "logger=none", "export.formats=[]"]), tmp_path / "run")
 

@@ -56,6 +56,10 @@ class GradientStep(Component):
         self.optimizer_kwargs = optimizer_kwargs
         self.optimizer: torch.optim.Optimizer | fused_adam.FusedAdam | None = None
         self._params: list[nn.Parameter] = []
+        self.autocast: tuple[str, torch.dtype] | None = None
+        """``(device type, dtype)``: ``loss_fn`` runs under ``torch.autocast`` (set by the device strategy for
+        ``device.precision=bf16`` on an agent that declares ``autocasts_updates``); None: full precision. The
+        backward pass runs outside it, as torch recommends."""
 
     def attach(self, parameters: Iterable[nn.Parameter]) -> "GradientStep":
         """Set the parameters this module optimises (called by the owner in its build step)."""
@@ -74,7 +78,12 @@ class GradientStep(Component):
         ``"grad_norm"``, the norm before clipping, when ``max_grad_norm`` is set)."""
         if self.optimizer is None:
             raise RuntimeError(f"{self.name}: attach() the parameters before step()")
-        loss, info = as_caller(self, loss_fn)
+        if self.autocast is None:
+            loss, info = as_caller(self, loss_fn)
+        else:
+            with torch.autocast(self.autocast[0], dtype=self.autocast[1]):
+                loss, info = as_caller(self, loss_fn)
+            loss = loss.float()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.max_grad_norm is not None:
