@@ -102,6 +102,21 @@ def test_the_committed_table_is_what_its_records_give(tmp_path: Path) -> None:
     assert rp.readme_block("mujoco", rows) in readme  # README's table is the generated one, as committed
 
 
+def test_the_table_names_the_hardware_its_runs_ran_on_not_the_machine_writing_it(tmp_path: Path) -> None:
+    """Each record keeps its run's fingerprint: a table regenerated elsewhere (another machine class, a later
+    torch) still names where its figures were measured; a table without runs says it names this machine."""
+    committed = ROOT / "benchmarks" / "results" / "reproduce"
+    rows = rp.build_rows("atari-cpu", committed, rp.load_references(), gpu=False)
+    records = [json.loads(p.read_text()) for p in sorted((committed / "records" / "atari-cpu").rglob("*.json"))]
+    ran_on = {rp.describe_hardware(r["hardware"]) for r in records}
+    here = {"cpu": "Some Other CPU", "cores": 64, "versions": {"torch": "9.9"}}
+    md = rp.markdown("atari-cpu", rows, here)
+    assert records and f"Hardware of the runs: {'; '.join(sorted(ran_on))}." in md and "Some Other CPU" not in md
+    empty = [{**r, "hardware": []} for r in rows]
+    assert "Hardware of the runs: Some Other CPU, 64 cores, torch 9.9 (no run yet: this machine)." in \
+        rp.markdown("atari-cpu", empty, here)
+
+
 def test_runs_use_a_snapshot_of_the_commit_not_the_working_tree(tmp_path: Path) -> None:
     """The code the sweeps run: a worktree of HEAD at <runs>/.code whose rlrun (configs included) is what a job
     imports with the PYTHONPATH reproduce gives it; edits to this checkout after the start cannot reach the jobs."""
