@@ -97,14 +97,12 @@ def bare_q_network(obs_space: sp.Box, num_actions: int, network: str, hidden_siz
 def bare_input(obs: torch.Tensor, network: str) -> torch.Tensor:
     """What a hand-written script feeds its network: uint8 frames scaled to [0, 1] (leading ranks folded into
     one), vectors as float. Frames go in the memory layout rlrun's image torsos give their convolutions on the CPU
-    (channels-last when gradients are recorded, and when acting for the IMPALA ResNet: ``_ImageTorso``), so the
+    (their ``conv_layout``: channels-last when gradients are recorded, and when acting for the IMPALA ResNet), so the
     two sides run the same kernels and the comparison is the API's cost alone; the layout's own gain is measured
     apart (docs/results/performance.md, "Convolutions channels-last on the CPU")."""
     if network in ("nature_cnn", "impala_resnet"):
         obs = obs.reshape(-1, *obs.shape[-3:])
-        torso = {"nature_cnn": NatureCNN, "impala_resnet": ImpalaResNet}[network]
-        if obs.device.type == "cpu" and (torso.channels_last_acting or torch.is_grad_enabled()):
-            obs = obs.contiguous(memory_format=torch.channels_last)
+        obs = {"nature_cnn": NatureCNN, "impala_resnet": ImpalaResNet}[network].conv_layout(obs)
         return obs.to(torch.float32) * (1.0 / 255.0)
     if obs.dim() > 2:  # a rollout's [T, B, n] of vector observations (the MLP cases' observations are vectors)
         obs = obs.reshape(-1, obs.shape[-1])

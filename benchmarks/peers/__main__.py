@@ -175,10 +175,13 @@ class Contender:
 
 def contender(name: str) -> Contender:
     """The contender ``name``, its venv made when missing (PeerUnavailable: it cannot run here)."""
-    if name in pong_tasks.VARIANTS:
+    if name in pong_tasks.VARIANTS:  # Pong only: its argv comes from pong_tasks.command
         from importlib.metadata import version as dist_version
 
-        return Contender(name, lambda algo, seed: [], json_lines,
+        def no_cartpole_command(algo: str, seed: int) -> list[str]:
+            raise ValueError(f"{name} runs the Pong tasks only (benchmarks/peers/pong_tasks.py)")
+
+        return Contender(name, no_cartpole_command, json_lines,
                          f"{dist_version('rlrun')}, {' '.join(pong_tasks.VARIANTS[name][1])}")
     if name in ("rlrun", "rlrun_zoo"):
         from importlib.metadata import version as dist_version

@@ -129,6 +129,13 @@ class _ImageTorso(Component):
 
     channels_last_acting: ClassVar[bool] = False
 
+    @classmethod
+    def conv_layout(cls, x: torch.Tensor) -> torch.Tensor:
+        """Images ``[N, C, H, W]`` in the memory layout this torso gives its convolutions (see above)."""
+        if x.device.type == "cpu" and (cls.channels_last_acting or torch.is_grad_enabled()):
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
     def _build(self, obs: sp.Space) -> None:
         c, h, w = _require_image(self, "obs", obs)
         self._image_shape = (c, h, w)
@@ -151,9 +158,7 @@ class _ImageTorso(Component):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` ``[*batch, C, H, W]`` -> features ``[*batch, F]`` (batch ranks are folded into one and back)."""
         lead = obs.shape[:-3]
-        x = obs.reshape(-1, *self._image_shape)
-        if x.device.type == "cpu" and (self.channels_last_acting or torch.is_grad_enabled()):
-            x = x.contiguous(memory_format=torch.channels_last)  # before the cast: the uint8 copy is the cheap one
+        x = self.conv_layout(obs.reshape(-1, *self._image_shape))  # before the cast: the uint8 copy is the cheap one
         if self._scale is not None:
             x = x.to(torch.float32) * self._scale
         elif not x.is_floating_point():

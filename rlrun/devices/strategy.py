@@ -113,12 +113,12 @@ def apply_device_strategy(cfg: Any, algo: Any) -> None:
         else:
             able = [n for n in registry.names("algo") if _declares(n, "routes_updates")]
             casting = [n for n in registry.names("algo") if _declares(n, "autocasts_updates")]
-            what = "device=replicas" if agent.autocasts_updates else "device=replicas and device.precision=bf16"
+            refused, fix = (("device=replicas is", "device=cpu|cuda|auto.") if agent.autocasts_updates else
+                            ("device=replicas and device.precision=bf16 are",
+                             "device=cpu|cuda|auto with device.precision=fp32."))
             raise ConfigError(f"{type(agent).__name__} does not route its update through the device strategy, so "
-                              f"{what} {'is' if agent.autocasts_updates else 'are'} not available for it (replicas "
-                              f"are for algo={', '.join(able)}; bf16 also for algo={', '.join(casting)}). Use "
-                              f"device=cpu|cuda|auto" + ("." if agent.autocasts_updates
-                                                         else " with device.precision=fp32."))
+                              f"{refused} not available for it (replicas are for algo={', '.join(able)}; bf16 also "
+                              f"for algo={', '.join(casting)}). Use {fix}")
     if cfg.get("compile"):
         compiled = compile_networks(agent)
         log.info("device.compile: torch.compile on %s", ", ".join(compiled) or "nothing (no networks)")
