@@ -37,12 +37,13 @@ def main() -> None:
         return sum(batch.env_steps for batch in plan.workers.sample(args.rollout_steps))
 
     try:
-        steps, start = 0, None
-        while start is None or time.perf_counter() - start < args.seconds:
+        steps, start, seconds = 0, None, 0.0
+        while start is None or seconds < args.seconds:  # ends on the line that reports >= --seconds
             steps += one_round()
             if start is None:  # the first round is start-up (its time is the harness's start-up figure)
                 start, steps = time.perf_counter(), 0
-            print(json.dumps({"agent_steps": steps, "seconds": time.perf_counter() - start,
+            seconds = time.perf_counter() - start
+            print(json.dumps({"agent_steps": steps, "seconds": seconds,
                               "frame_skip": env_factory.spec.frame_skip}), flush=True)
     finally:
         plan.stop()

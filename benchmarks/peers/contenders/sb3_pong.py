@@ -20,8 +20,11 @@ SETTINGS = {"n_envs": 8, "frame_stack": 4, "n_steps": 128, "n_epochs": 4, "batch
             "ent_coef": 0.01, "learning_rate": 2.5e-4, "clip_range": 0.1}
 
 
-def report(steps: int, start: float) -> None:
-    print(json.dumps({"agent_steps": steps, "seconds": time.perf_counter() - start, "frame_skip": 4}), flush=True)
+def report(steps: int, start: float) -> float:
+    """Print a protocol line; return the seconds it reports (the run ends on the line that reports >= --seconds)."""
+    seconds = time.perf_counter() - start
+    print(json.dumps({"agent_steps": steps, "seconds": seconds, "frame_skip": 4}), flush=True)
+    return seconds
 
 
 def main() -> None:
@@ -64,9 +67,8 @@ def main() -> None:
                     return
                 if self.rounds == 0:
                     self.start = time.perf_counter()
-                report(self.rounds * per_round, self.start)
+                self.done = report(self.rounds * per_round, self.start) >= args.seconds
                 self.rounds += 1
-                self.done = time.perf_counter() - self.start >= args.seconds
 
             def _on_step(self) -> bool:
                 return not self.done
@@ -76,13 +78,13 @@ def main() -> None:
         return
     _, callback = model._setup_learn(total_timesteps=2**62)  # what learn() does before its first rollout
     callback.on_training_start(locals(), globals())
-    steps, start = 0, None
-    while start is None or time.perf_counter() - start < args.seconds:
+    steps, start, seconds = 0, None, 0.0
+    while start is None or seconds < args.seconds:
         model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=args.rollout_steps)
         steps += per_round
         if start is None:  # the first rollout is start-up (its time is the harness's start-up figure)
             start, steps = time.perf_counter(), 0
-        report(steps, start)
+        seconds = report(steps, start)
     env.close()
 
 
