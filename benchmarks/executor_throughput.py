@@ -520,7 +520,8 @@ def startup_probe(preload: bool, address: str | None = None) -> dict[str, Any]:
     t2 = time.perf_counter()
     mem = ray_memory()
     out = {"ray_init_s": t1 - t0, "workers_to_first_sample_s": t2 - t1, "init_to_first_sample_s": t2 - t0,
-           "cpu_s": mem.pop("cpu_s") + time.process_time() - cpu0, **mem, "ray_version": ray.__version__}
+           "cpu_s": mem.pop("cpu_s") + time.process_time() - cpu0, **mem, "ray_version": ray.__version__,
+           "gcs_port": int(ray.get_runtime_context().gcs_address.rsplit(":", 1)[1])}
     executor.stop()
     return out
 
@@ -546,6 +547,7 @@ def ray_startup(runs: int) -> dict[str, Any]:
         for variant in ("preload", "no_preload"):
             results[variant].append(probe(variant))
     with ray_head(cpus=os.cpu_count() or 2) as (address, _):  # a running cluster (ray start --head) to join
+        head_port = address.rsplit(":", 1)[1]
         for _ in range(runs):
             results["existing"].append(probe("existing", address))
     med = statistics.median
@@ -558,6 +560,8 @@ def ray_startup(runs: int) -> dict[str, Any]:
         out[f"ray_startup/no_preload/{key}"] = round(med(r[key] for r in results["no_preload"]), 2)
         if key != "cpu_s":  # the cluster's daemons are not this driver's children there: not counted
             out[f"ray_startup/existing_cluster/{key}"] = round(med(r[key] for r in results["existing"]), 2)
+    # The probes joined the head's cluster (its GCS port), not a cluster of their own.
+    out["ray_startup/existing_cluster/joined"] = all(r["gcs_port"] == int(head_port) for r in results["existing"])
     out["ray_startup/existing_cluster/init_to_first_sample_all_s"] = [round(r["init_to_first_sample_s"], 2)
                                                                       for r in results["existing"]]
     out["ray_startup/init_to_first_sample_all_s"] = [round(r["init_to_first_sample_s"], 2)

@@ -26,9 +26,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def cluster_is_up(address: str) -> bool:
+    """Whether ``ray status`` at ``address`` lists a node's CPUs (the GCS answers and a node has registered)."""
+    status = subprocess.run([RAY_CLI, "status", f"--address={address}"], env=ENV, capture_output=True, text=True)
+    return status.returncode == 0 and " CPU" in status.stdout
+
+
 @contextmanager
 def ray_head(cpus: int, object_store_bytes: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
-    """(its GCS address, the head's process); up within 90 s or a RuntimeError."""
+    """(its GCS address, the head's process); up within 90 s or a RuntimeError. Up means ``ray status`` lists the
+    node's CPUs: it exits 0 as soon as the GCS answers, printing "No cluster status" for the seconds before the node
+    registers, and a run joining then waits for it (a join measured 6.6 s instead of 0.04 s in a loaded CI run)."""
     port = free_port()
     address = f"127.0.0.1:{port}"
     cmd = [RAY_CLI, "start", "--head", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false", "--block"]
@@ -37,10 +45,10 @@ def ray_head(cpus: int, object_store_bytes: int | None = None) -> Iterator[tuple
     head = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
-        while subprocess.run([RAY_CLI, "status", f"--address={address}"], env=ENV, capture_output=True).returncode:
+        while not cluster_is_up(address):
             if time.monotonic() > deadline:
                 raise RuntimeError("ray start --head did not come up in 90 s")
-            time.sleep(1)
+            time.sleep(0.5)
         yield address, head
     finally:
         os.killpg(head.pid, signal.SIGTERM)

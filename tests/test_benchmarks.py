@@ -603,8 +603,8 @@ def test_ray_startup_and_transfer_are_measured(tmp_path: Path) -> None:
     """``benchmarks.executor_throughput --quick --startup-runs 1`` without throughput settings: one fresh process
     per variant starts a local Ray cluster and 2 Pong workers up to their first rollout, and one more joins a running
     cluster (a ``ray start --head`` of the benchmark's own, ``executor.address``); the record holds every variant's
-    phases (which add up; joining is the quicker ``ray.init``), the Ray processes' memory, the peer's figure, and both
-    transfer paths."""
+    phases (which add up; the join's probe reached the head's GCS), the Ray processes' memory, the peer's figure,
+    and both transfer paths."""
     pytest.importorskip("ray")
     out = tmp_path / "record.json"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.executor_throughput", "--quick", "--settings", "",
@@ -617,7 +617,7 @@ def test_ray_startup_and_transfer_are_measured(tmp_path: Path) -> None:
                                 ("ray_init_s", "workers_to_first_sample_s", "init_to_first_sample_s"))
         assert 0 <= init < total and 0 < workers < total and abs(init + workers - total) <= 0.02  # joining: ~0.04 s
     assert figures["ray_startup/cpu_s"] > 0 and figures["ray_startup/no_preload/cpu_s"] > 0
-    assert figures["ray_startup/existing_cluster/ray_init_s"] < figures["ray_startup/ray_init_s"]
+    assert figures["ray_startup/existing_cluster/joined"] is True  # the head's cluster, not one of its own
     assert figures["ray_startup/existing_cluster/init_to_first_sample_all_s"] == [
         figures["ray_startup/existing_cluster/init_to_first_sample_s"]]
     assert figures["ray_startup/runs"] == 1 and figures["ray_startup/workers"] == 2
