@@ -261,6 +261,36 @@ def test_acting_frames_per_s_come_from_the_last_line_and_start_up_from_the_first
     assert 0.4 <= run.startup_s < 10 and run.peak_rss_mib > 5
 
 
+def test_an_acting_window_counts_the_cpu_time_of_every_process_in_the_tree(tmp_path: Path) -> None:
+    """Between its two protocol lines the contender burns 0.5 CPU-seconds itself and starts a grandchild that
+    burns 0.5 more (and stays alive): the window's CPU time is theirs, read from /proc, whatever the wall time."""
+    from benchmarks.peers.pong_tasks import measure_acting
+
+    command = child(tmp_path, """
+        import subprocess
+        def burn(s):
+            end = time.process_time() + s
+            while time.process_time() < end:
+                pass
+        burn(0.3)  # start-up: not in the window
+        print(json.dumps({"agent_steps": 0, "seconds": 0.0, "frame_skip": 4}), flush=True)
+        time.sleep(0.5)  # the watch reads the tree's CPU time at the line
+        start = time.perf_counter()
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time\\nend = time.process_time() + 0.5\\n"
+                                       "while time.process_time() < end: pass\\nprint(flush=True)\\ntime.sleep(60)"],
+                                      stdout=subprocess.PIPE, text=True)
+        burn(0.5)
+        grandchild.stdout.readline()  # its burn is done
+        print(json.dumps({"agent_steps": 1000, "seconds": time.perf_counter() - start, "frame_skip": 4}), flush=True)
+        time.sleep(1)
+    """)
+    run = measure_acting(command, budget_s=30, cwd=tmp_path, env=ENV)
+    assert run.error is None, run.error
+    assert 0.95 <= run.cpu_s <= 1.3, run.cpu_s  # 2 x 0.5 s, the grandchild's interpreter start-up, clock ticks
+    assert run.frames_per_cpu_s == pytest.approx(4000 / run.cpu_s)
+    assert run.cores_busy == pytest.approx(run.cpu_s / run.seconds)
+
+
 @pytest.mark.parametrize("body, wanted", [
     ('print("ale_py missing", file=sys.stderr); raise SystemExit(3)\n', "exit 3: ale_py missing"),
     ('print(json.dumps({"agent_steps": 0, "seconds": 0.0}))\n', "no rollout after the first was reported"),
@@ -288,7 +318,7 @@ def test_acting_medians_ratios_and_table() -> None:
     figures = {"ratio/pong_acting/frames_per_s/rlrun_over_sb3": 1.55}
     rows = markdown_rows("pong_acting", {"rlrun": {**ours, "version": "0.1.0"}, "sb3": {**theirs, "version": "2.9.2"}},
                          figures)
-    assert "| pong_acting | sb3 | 2.9.2 | 4000 | 1.00 | 11.00 | 600 | 1.55 |" in rows
+    assert "| pong_acting | sb3 | 2.9.2 | 4000 | - | - | 1.00 | 11.00 | 600 | 1.55 | - |" in rows
     table = markdown({"pong_acting/sb3/frames_per_s": 4000.0, "pong_acting/sb3/version": "2.9.2"}, ["pong_acting"], {})
     assert table.startswith("| task | contender | version | frames/s")
     assert "| pong_acting | sb3 | 2.9.2 | 4000 |" in table

@@ -26,8 +26,11 @@ Protocol of a contender script (``contenders/<name>_pong.py --mode acting|traini
 its first report, for Sample Factory) it prints ``{"agent_steps": 0, "seconds": 0.0, "frame_skip": 4}``, then one
 such line per rollout / update / report with the agent steps and seconds since then, and exits after
 ``--seconds``. Figures per seed: ``frames_per_s`` = last line's agent steps x frame skip / its seconds (the first
-rollout, with its warm-up, is not in it); ``startup_s``: from starting the process to the first line (imports, env
-and network construction, the first rollout); ``peak_rss_mib`` of the process tree.
+rollout, with its warm-up, is not in it); ``cores_busy``: the process tree's CPU seconds (user + system, every
+process and thread, read from ``/proc`` at the first and the last line) per second of that window; ``frames_per_cpu_s``
+= the window's frames / its CPU seconds, the speed per core (the issue's "per core": Sample Factory keeps two
+processes busy where rlrun and SB3 keep one); ``startup_s``: from starting the process to the first line (imports,
+env and network construction, the first rollout); ``peak_rss_mib`` of the process tree.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class PongTask:
 # bfloat16 autocast; refused on a CPU without bfloat16 instructions): other settings than the peers', its own row.
 VARIANTS = {"rlrun_bf16": ("rlrun", ["--precision", "bf16"])}
 
+SPEEDS = ("frames_per_s", "frames_per_cpu_s")  # per second of wall time; per CPU-second of the contender's tree
+
 TASKS = {t.name: t for t in (
     PongTask("pong_acting", "acting", ("rlrun", "sb3"), 30.0, 15.0),
     PongTask("pong_training", "training", ("rlrun", "sb3", "sample_factory"), 120.0, 60.0, ("rlrun_bf16",)),
@@ -74,6 +79,19 @@ class ActingRun:
     peak_rss_mib: float = 0.0
     wall_s: float = 0.0
     error: str | None = None
+    cpu_s: float | None = None  # the process tree's CPU seconds over the same window as ``seconds``
+
+    @property
+    def frames_per_cpu_s(self) -> float | None:
+        """Frames per CPU-second of the whole tree: throughput per core busy, whatever the number of processes."""
+        if self.frames_per_s is None or not self.cpu_s:
+            return None
+        return self.frames_per_s * self.seconds / self.cpu_s
+
+    @property
+    def cores_busy(self) -> float | None:
+        """CPU seconds per second over the window: how many cores the contender kept busy."""
+        return self.cpu_s / self.seconds if self.cpu_s and self.seconds else None
 
 
 def acting_line(line: str) -> dict[str, Any] | None:
@@ -93,12 +111,16 @@ def measure_acting(argv: list[str], budget_s: float, cwd: Path, env: dict[str, s
     """Run one contender's acting script to its end (or ``budget_s``) and read its figures."""
     run = ActingRun()
     last: dict[str, Any] = {}
+    index = {"line": -1}  # of the line being read, and of the first and last protocol lines
 
     def on_line(at: float, line: str) -> bool:
+        index["line"] += 1
         parsed = acting_line(line)
         if parsed is not None:
             if run.startup_s is None:
                 run.startup_s = at
+                index["first"] = index["line"]
+            index["last"] = index["line"]
             last.update(parsed)
         return False
 
@@ -107,6 +129,7 @@ def measure_acting(argv: list[str], budget_s: float, cwd: Path, env: dict[str, s
     if last and float(last["seconds"]) > 0:
         run.agent_steps, run.seconds = int(last["agent_steps"]), float(last["seconds"])
         run.frames_per_s = run.agent_steps * int(last.get("frame_skip", 1)) / run.seconds
+        run.cpu_s = watched.line_cpu_s[index["last"]] - watched.line_cpu_s[index["first"]]
     if watched.budget_reached:
         run.error = f"budget of {budget_s:.0f} s reached"
     elif watched.returncode:
@@ -125,10 +148,15 @@ def summarize(runs: list[ActingRun]) -> dict[str, Any]:
 
     return {
         "frames_per_s": med([r.frames_per_s for r in good]),  # type: ignore[misc]
+        "frames_per_cpu_s": med([r.frames_per_cpu_s for r in good if r.frames_per_cpu_s is not None]),
+        "cores_busy": med([r.cores_busy for r in good if r.cores_busy is not None]),
         "startup_s": med([r.startup_s for r in good if r.startup_s is not None]),
         "peak_rss_mib": med([r.peak_rss_mib for r in good]),
         "fraction_ran": len(good) / len(runs) if runs else None,
         "per_seed": {"frames_per_s": [None if r.frames_per_s is None else round(r.frames_per_s, 1) for r in runs],
+                     "frames_per_cpu_s": [None if r.frames_per_cpu_s is None else round(r.frames_per_cpu_s, 1)
+                                          for r in runs],
+                     "cores_busy": [None if r.cores_busy is None else round(r.cores_busy, 2) for r in runs],
                      "startup_s": [None if r.startup_s is None else round(r.startup_s, 2) for r in runs],
                      "peak_rss_mib": [round(r.peak_rss_mib, 1) for r in runs],
                      "errors": [r.error for r in runs]},
@@ -136,36 +164,42 @@ def summarize(runs: list[ActingRun]) -> dict[str, Any]:
 
 
 def ratios(task: str, table: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """``ratio/<task>/frames_per_s/rlrun_over_<peer>`` (> 1: rlrun is faster) and the start-up and memory ratios
-    peer / rlrun (> 1: rlrun starts sooner, holds less), as the CartPole tasks' ratios read."""
+    """``ratio/<task>/<speed>/rlrun_over_<peer>`` (> 1: rlrun is faster) for both speeds, ``frames_per_s`` (wall
+    time, the machine's cores shared as each contender uses them) and ``frames_per_cpu_s`` (per core busy), and the
+    start-up and memory ratios peer / rlrun (> 1: rlrun starts sooner, holds less), as the CartPole tasks' ratios
+    read."""
     out = peer_over_rlrun(task, table, {"startup": "startup_s", "peak_rss": "peak_rss_mib"})
-    for mine in ("rlrun", *VARIANTS):  # rlrun and each of its variants over every peer (not over each other)
-        ours = table.get(mine) or {}
-        for peer, row in table.items():
-            if peer != "rlrun" and peer not in VARIANTS and row.get("frames_per_s") and ours.get("frames_per_s"):
-                out[f"ratio/{task}/frames_per_s/{mine}_over_{peer}"] = round(ours["frames_per_s"]
-                                                                            / row["frames_per_s"], 3)
-    if table.get("rlrun", {}).get("frames_per_s"):  # a variant's own speed-up
-        for variant in (v for v in VARIANTS if (table.get(v) or {}).get("frames_per_s")):
-            out[f"ratio/{task}/frames_per_s/{variant}_over_rlrun"] = round(table[variant]["frames_per_s"]
-                                                                          / table["rlrun"]["frames_per_s"], 3)
+    for speed in SPEEDS:
+        for mine in ("rlrun", *VARIANTS):  # rlrun and each of its variants over every peer (not over each other)
+            ours = table.get(mine) or {}
+            for peer, row in table.items():
+                if peer != "rlrun" and peer not in VARIANTS and row.get(speed) and ours.get(speed):
+                    out[f"ratio/{task}/{speed}/{mine}_over_{peer}"] = round(ours[speed] / row[speed], 3)
+        if table.get("rlrun", {}).get(speed):  # a variant's own speed-up
+            for variant in (v for v in VARIANTS if (table.get(v) or {}).get(speed)):
+                out[f"ratio/{task}/{speed}/{variant}_over_rlrun"] = round(table[variant][speed]
+                                                                         / table["rlrun"][speed], 3)
     return out
 
 
 def markdown_rows(task: str, rows: dict[str, dict[str, Any]], figures: dict[str, Any]) -> list[str]:
     """A Pong task's table (its own columns: a throughput, not a time to a threshold)."""
 
-    lines = ["| task | contender | version | frames/s (median) | ran | start-up to first rollout (s) | peak RSS (MiB) "
-             "| rlrun / peer frames/s |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | contender | version | frames/s (median) | cores busy | frames per CPU-s | ran "
+             "| start-up to first rollout (s) | peak RSS (MiB) | rlrun / peer frames/s | rlrun / peer per CPU-s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
-        ratio = figures.get(f"ratio/{task}/frames_per_s/rlrun_over_{name}")
+        wall, cpu = (figures.get(f"ratio/{task}/{speed}/rlrun_over_{name}") for speed in SPEEDS)
         lines.append(f"| {task} | {name} | {row.get('version', '?')} | {cell(row.get('frames_per_s'), 0)} | "
+                     f"{cell(row.get('cores_busy'), 2)} | {cell(row.get('frames_per_cpu_s'), 0)} | "
                      f"{cell(row.get('fraction_ran'), 2)} | {cell(row.get('startup_s'), 2)} | "
-                     f"{cell(row.get('peak_rss_mib'), 0)} | {cell(ratio, 2) if name != 'rlrun' else '1'} |")
+                     f"{cell(row.get('peak_rss_mib'), 0)} | {cell(wall, 2) if name != 'rlrun' else '1'} | "
+                     f"{cell(cpu, 2) if name != 'rlrun' else '1'} |")
     for variant in (v for v in VARIANTS if v in rows):
-        against = ", ".join(f"{peer} {figures[key]:.2f}" for peer in rows
-                            if (key := f"ratio/{task}/frames_per_s/{variant}_over_{peer}") in figures)
-        lines.append(f"\n{variant} / peer frames/s ({' '.join(VARIANTS[variant][1])}): {against or 'none'}.")
+        for speed, what in zip(SPEEDS, ("frames/s", "frames per CPU-s"), strict=True):
+            against = ", ".join(f"{peer} {figures[key]:.2f}" for peer in rows
+                                if (key := f"ratio/{task}/{speed}/{variant}_over_{peer}") in figures)
+            lines.append(f"\n{variant} / peer {what} ({' '.join(VARIANTS[variant][1])}): {against or 'none'}.")
     return lines
 
 
@@ -184,7 +218,8 @@ def run_task(task: PongTask, contenders: dict[str, str], versions: dict[str, str
                 run = measure_acting(command(task, name, contenders[name], seed, seconds), budget_s, Path(cwd), env)
             runs[name].append(run)
             log(f"peers: {task.name} {name} seed {seed}: "
-                + (f"{run.frames_per_s:.0f} frames/s over {run.seconds:.1f} s" if run.frames_per_s else "no figure")
+                + (f"{run.frames_per_s:.0f} frames/s over {run.seconds:.1f} s, {run.cores_busy or 0:.2f} cores busy"
+                   if run.frames_per_s else "no figure")
                 + (f" ({run.error})" if run.error else "")
                 + f"; start-up {run.startup_s or float('nan'):.2f} s; peak {run.peak_rss_mib:.0f} MiB", flush=True)
     table = {n: {**summarize(runs[n]), "version": versions[n]} for n in names}

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -51,6 +51,21 @@ def tree_rss_mib(pids: list[int]) -> float:
     return total / 2**20
 
 
+def tree_cpu_s(pids: list[int], seen: dict[int, float]) -> float:
+    """CPU seconds (user + system, all threads) of every process in ``pids`` and of every one ``seen`` before: each
+    process's latest reading is kept in ``seen``, so one that has ended still counts with its last one (the time it
+    ran after that reading is lost: the watch reads every 0.25 s)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        seen[p] = max(seen.get(p, 0.0), (int(fields[11]) + int(fields[12])) / tick)  # utime, stime (fields 14, 15)
+    return sum(seen.values())
+
+
 def stop_tree(proc: subprocess.Popen[str], tree: list[int]) -> None:
     """End the contender and everything it started (Ray's processes too), by process id."""
     everyone = set(tree) | set(process_tree(proc.pid))
@@ -76,20 +91,24 @@ def stop_tree(proc: subprocess.Popen[str], tree: list[int]) -> None:
 class Watched:
     """How a watched process went: ``wall_s`` from its start until it was stopped or ended; ``peak_rss_mib`` of its
     whole tree; ``budget_reached``: stopped by the wall-time budget; ``returncode`` after it was stopped;
-    ``stderr_tail``: its last three non-empty stderr lines, joined (at most 400 characters)."""
+    ``stderr_tail``: its last three non-empty stderr lines, joined (at most 400 characters); ``line_cpu_s``: for each
+    stdout line given to ``on_line``, in order, the CPU seconds its tree had used when the line was read
+    (:func:`tree_cpu_s`), so a window between two lines has its CPU time as well as its wall time."""
 
     wall_s: float = 0.0
     peak_rss_mib: float = 0.0
     budget_reached: bool = False
     returncode: int | None = None
     stderr_tail: str = ""
+    line_cpu_s: list[float] = field(default_factory=list)
 
 
 def watch(command: list[str], on_line: Callable[[float, str], bool], budget_s: float, cwd: Path,
           env: dict[str, str]) -> Watched:
     """Start ``command`` in a session of its own and give each stdout line, with its arrival time in seconds since
     the start, to ``on_line``; stop the process tree when ``on_line`` returns True, when the process ends or after
-    ``budget_s``. The tree's memory is sampled every 0.25 s. The tree is stopped also when this is interrupted."""
+    ``budget_s``. The tree's memory and CPU time are sampled every 0.25 s, its CPU time also at each line. The tree is
+    stopped also when this is interrupted."""
     out = Watched()
     lines: queue.Queue[tuple[float, str | None]] = queue.Queue()
     stderr = tempfile.TemporaryFile(mode="w+")
@@ -105,6 +124,7 @@ def watch(command: list[str], on_line: Callable[[float, str], bool], budget_s: f
 
     threading.Thread(target=read, daemon=True).start()
     tree = [proc.pid]
+    cpu_seen: dict[int, float] = {}
     next_sample = 0.0
     try:
         while True:
@@ -113,6 +133,7 @@ def watch(command: list[str], on_line: Callable[[float, str], bool], budget_s: f
                 alive = process_tree(proc.pid)
                 tree[:] = sorted(set(tree) | set(alive))  # everyone seen, for stop_tree
                 out.peak_rss_mib = max(out.peak_rss_mib, tree_rss_mib(alive))
+                tree_cpu_s(alive, cpu_seen)
                 next_sample = now + 0.25
             if now > budget_s:
                 out.budget_reached = True
@@ -121,7 +142,10 @@ def watch(command: list[str], on_line: Callable[[float, str], bool], budget_s: f
                 at, line = lines.get(timeout=0.05)
             except queue.Empty:
                 continue
-            if line is None or on_line(at, line):
+            if line is None:
+                break
+            out.line_cpu_s.append(tree_cpu_s(process_tree(proc.pid), cpu_seen))
+            if on_line(at, line):
                 break
     finally:
         out.wall_s = time.perf_counter() - start
