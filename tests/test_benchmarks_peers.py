@@ -231,15 +231,18 @@ def test_a_warm_up_stops_at_the_first_episode(tmp_path: Path) -> None:
 def test_the_table_and_charts_stay_in_the_results_folder_under_the_suite_runner(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks.common import OUT_ENV, RESULTS_ENV
-    from benchmarks.peers.__main__ import output_stem
+    from benchmarks.peers.__main__ import output_stem, table_path
 
     record = tmp_path / "results" / "2026-01-01-abc-peers.json"
     monkeypatch.delenv(OUT_ENV, raising=False)
     assert output_stem(record) == record.with_suffix("")
+    assert table_path(output_stem(record)) == record.with_suffix(".md")
     monkeypatch.setenv(OUT_ENV, str(tmp_path / "results" / "tmp" / "peers-1.json"))  # the runner's scratch file
     monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "results"))
-    stem = output_stem(tmp_path / "results" / "tmp" / "peers-1.json")
-    assert stem.parent == tmp_path / "results" and stem.name.endswith("-peers")
+    stem = output_stem(tmp_path / "results" / "tmp" / "peers-1.json", "abc1234")
+    assert stem.parent == tmp_path / "results" and stem.name.endswith("-abc1234-peers")  # the commit it started at
+    # The runner writes <stem>.json and <stem>.md (the suite's figures) afterwards: the table has a name of its own.
+    assert table_path(stem) == stem.with_name(stem.name + "-table.md")
 
 
 # ------------------------------------------------------------------------------------- pong_acting, pong_training

@@ -316,10 +316,10 @@ def bar_charts(figures: dict[str, Any], tasks: list[str], stem: Path) -> list[Pa
     return out
 
 
-def output_stem(record: Path) -> Path:
-    """Where the table (``.md``) and the charts (``-<task>.png``) go: beside the record of a standalone run; under
-    ``rlrun-bench`` (which collects the record from a scratch file) into the results folder, named as a standalone
-    record would be."""
+def output_stem(record: Path, commit: str | None = None) -> Path:
+    """Where the charts (``-<task>.png``) go: beside the record of a standalone run; under ``rlrun-bench`` (which
+    collects the record from a scratch file) into the results folder, named as the runner names its record (the
+    date and ``commit``, the commit the run started at: a commit made during a long run must not split its files)."""
     if not os.environ.get(OUT_ENV):
         return record.with_suffix("")
     import datetime as dt
@@ -327,7 +327,13 @@ def output_stem(record: Path) -> Path:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     folder = results_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{stamp}-{fingerprint()['commit'] or 'nocommit'}-peers"
+    return folder / f"{stamp}-{commit or fingerprint()['commit'] or 'nocommit'}-peers"
+
+
+def table_path(stem: Path) -> Path:
+    """The Markdown table: ``<stem>.md`` beside a standalone record; under ``rlrun-bench``, ``<stem>-table.md``, as
+    the runner writes its own ``<stem>.md`` (the suite's figures) after the benchmark and would replace it."""
+    return stem.with_name(stem.name + "-table.md") if os.environ.get(OUT_ENV) else stem.with_suffix(".md")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -353,6 +359,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"{CONTENDERS + EXTRA_CONTENDERS}")
     wanted = [c for c in args.contenders.split(",")
               if any(c in task_contenders(t) for t in tasks)]
+    commit = fingerprint()["commit"]  # the results' names: the commit the run started at
     ready: dict[str, Contender] = {}
     skipped: dict[str, str] = {}
     for name in wanted:  # a peer's venv is made only when a task asked for has it as a contender
@@ -411,8 +418,8 @@ def main(argv: list[str] | None = None) -> None:
     figures["skipped"] = skipped
     command = "python -m benchmarks.peers " + " ".join(argv if argv is not None else sys.argv[1:])
     path = write_result("peers", figures, command)
-    stem = output_stem(path)
-    stem.with_suffix(".md").write_text(markdown(figures, tasks, skipped))
+    stem = output_stem(path, commit)
+    table_path(stem).write_text(markdown(figures, tasks, skipped))
     charts = bar_charts(figures, tasks, stem)
     print(markdown(figures, tasks, skipped))
     print(f"peers: {path}" + "".join(f", {c.name}" for c in charts))
