@@ -275,8 +275,8 @@ def sweep_command(folder: Path, group: Group, envs: tuple[str, ...], seeds: tupl
     cmd = [rlrun, "-m", *group.sweep_overrides(smoke, envs, seeds)]
     if jobs > 1:
         cmd += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
-    if smoke:
-        cmd.append("logger.mlflow.enabled=false")
+    if smoke:  # a report per training step: the curve's points do not depend on how fast this machine is
+        cmd += ["logger.mlflow.enabled=false", "logger.report_interval_s=0"]
     if (folder / "sweep.json").exists():
         cmd.append(f"sweep.resume={folder}")
     else:
