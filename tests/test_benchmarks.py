@@ -654,7 +654,7 @@ def test_apex_actors_runs_both_learner_modes_on_its_path() -> None:
     batches: both modes learn (gradient steps), actors act while learning, and the run stops near its wall time."""
     from benchmarks import apex_actors
 
-    figures = apex_actors.main(["--smoke"])
+    figures = apex_actors.main(["--smoke", "--seconds", "15"])
     for mode in ("thread", "sync"):
         assert figures[f"gradient_steps/{mode}"] > 0
         assert figures[f"frames_per_s/while_learning/{mode}"] > 0
@@ -666,7 +666,7 @@ def test_impala_actors_measures_idle_thread_and_sync_on_its_path() -> None:
     update), thread and sync modes learn, and every mode acts."""
     from benchmarks import impala_actors
 
-    figures = impala_actors.main(["--smoke", "--algos", "impala"])
+    figures = impala_actors.main(["--smoke", "--algos", "impala", "--seconds", "10"])
     assert figures["updates/impala/idle"] == 0  # the harness's no-op learner
     for mode in ("thread", "sync"):
         assert figures[f"updates/impala/{mode}"] > 0
