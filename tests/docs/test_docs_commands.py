@@ -8,7 +8,9 @@ this test suite itself, must be in such a block.
 
 How a command runs: in a fresh working directory, with a tiny budget (``stop.env_steps=1``: one training step of the
 plan; a search gets ``hydra.sweeper.n_trials=2`` of 300 env steps, so episodes end and trials have returns)
-replacing the command's own ``stop.*`` keys. Paths that stand for a run the reader made earlier (an argument or
+replacing the command's own ``stop.*`` keys; IMPALA and APPO also get ``algo.batch_size=2`` unless the command sets
+it (their first training step is a learner batch: 32 unrolls, 1,600 Pong steps and an IMPALA ResNet update, ~30 s
+of a Ray command that the others wait for). Paths that stand for a run the reader made earlier (an argument or
 ``resume=`` value starting with ``outputs/``, ``<run dir>`` or ``RUN_DIR``) are replaced by a real one, made once
 per session by a tiny DQN run; ``multirun/...`` by a tiny sweep's directory. Commands that only print (``--help``,
 ``--cfg``, ``--info``, ``rlrun keys``) run as written.
@@ -155,6 +157,9 @@ def _budgeted(words: list[str]) -> list[str]:
     extra = list(TINY)
     if any(w.startswith("hparams_search=") for w in words):  # a search ranks trials by their return: episodes
         extra = ["stop.env_steps=300", "hydra.sweeper.n_trials=2"]  # must end (a random CartPole one: ~20 steps)
+    if any(w in ("algo=impala", "algo=appo") for w in words) and not any(w.startswith("algo.batch_size=")
+                                                                        for w in words):
+        extra.append("algo.batch_size=2")
     return kept + extra
 
 
