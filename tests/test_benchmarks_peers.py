@@ -243,6 +243,9 @@ def test_the_table_and_charts_stay_in_the_results_folder_under_the_suite_runner(
     assert stem.parent == tmp_path / "results" and stem.name.endswith("-abc1234-peers")  # the commit it started at
     # The runner writes <stem>.json and <stem>.md (the suite's figures) afterwards: the table has a name of its own.
     assert table_path(stem) == stem.with_name(stem.name + "-table.md")
+    table_path(stem).write_text("an earlier run's table")  # a second run on the same commit and day keeps it
+    again = output_stem(tmp_path / "results" / "tmp" / "peers-2.json", "abc1234")
+    assert again.name == stem.name + "-2" and not table_path(again).exists()
 
 
 # ------------------------------------------------------------------------------------- pong_acting, pong_training
@@ -292,6 +295,7 @@ def test_an_acting_window_counts_the_cpu_time_of_every_process_in_the_tree(tmp_p
     assert 0.95 <= run.cpu_s <= 1.3, run.cpu_s  # 2 x 0.5 s, the grandchild's interpreter start-up, clock ticks
     assert run.frames_per_cpu_s == pytest.approx(4000 / run.cpu_s)
     assert run.cores_busy == pytest.approx(run.cpu_s / run.seconds)
+    assert run.machine_cpu_s >= 0.95 * run.cpu_s  # the machine was at least as busy as the tree
 
 
 @pytest.mark.parametrize("body, wanted", [

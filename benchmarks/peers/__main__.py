@@ -319,7 +319,8 @@ def bar_charts(figures: dict[str, Any], tasks: list[str], stem: Path) -> list[Pa
 def output_stem(record: Path, commit: str | None = None) -> Path:
     """Where the charts (``-<task>.png``) go: beside the record of a standalone run; under ``rlrun-bench`` (which
     collects the record from a scratch file) into the results folder, named as the runner names its record (the
-    date and ``commit``, the commit the run started at: a commit made during a long run must not split its files)."""
+    date and ``commit``, the commit the run started at: a commit made during a long run must not split its files;
+    ``-2``, ``-3``, ... where an earlier run of the day on that commit left its table there)."""
     if not os.environ.get(OUT_ENV):
         return record.with_suffix("")
     import datetime as dt
@@ -327,7 +328,10 @@ def output_stem(record: Path, commit: str | None = None) -> Path:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     folder = results_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{stamp}-{commit or fingerprint()['commit'] or 'nocommit'}-peers"
+    name, n = f"{stamp}-{commit or fingerprint()['commit'] or 'nocommit'}-peers", 1
+    while table_path(folder / (name if n == 1 else f"{name}-{n}")).exists():  # an earlier run's: keep it
+        n += 1
+    return folder / (name if n == 1 else f"{name}-{n}")
 
 
 def table_path(stem: Path) -> Path:

@@ -25,12 +25,14 @@ zoo's ``atari`` PPO settings for SB3, Sample Factory's Atari defaults: ``sf_exam
 Protocol of a contender script (``contenders/<name>_pong.py --mode acting|training``): after its first rollout (or
 its first report, for Sample Factory) it prints ``{"agent_steps": 0, "seconds": 0.0, "frame_skip": 4}``, then one
 such line per rollout / update / report with the agent steps and seconds since then, and exits after
-``--seconds``. Figures per seed: ``frames_per_s`` = last line's agent steps x frame skip / its seconds (the first
-rollout, with its warm-up, is not in it); ``cores_busy``: the process tree's CPU seconds (user + system, every
-process and thread, read from ``/proc`` at the first and the last line) per second of that window; ``frames_per_cpu_s``
-= the window's frames / its CPU seconds, the speed per core (the issue's "per core": Sample Factory keeps two
-processes busy where rlrun and SB3 keep one); ``startup_s``: from starting the process to the first line (imports,
-env and network construction, the first rollout); ``peak_rss_mib`` of the process tree.
+``--seconds``. Figures per seed (``machine_cores_busy``, the whole machine's over the same window, checks the tree's
+count: it can only be higher, by the harness and the system): ``frames_per_s`` = last line's agent steps x frame
+skip / its seconds (the first rollout, with its warm-up, is not in it); ``cores_busy``: the process tree's CPU
+seconds (user + system, every process and thread, read from ``/proc`` at the first and the last line) per second of
+that window; ``frames_per_cpu_s`` = the window's frames / its CPU seconds, the speed per core (the issue's "per
+core": Sample Factory runs four processes, rlrun and SB3 one); ``startup_s``: from starting the
+process to the first line (imports, env and network construction, the first rollout); ``peak_rss_mib`` of the
+process tree.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class ActingRun:
     wall_s: float = 0.0
     error: str | None = None
     cpu_s: float | None = None  # the process tree's CPU seconds over the same window as ``seconds``
+    machine_cpu_s: float | None = None  # the whole machine's busy CPU seconds over that window (a cross-check)
 
     @property
     def frames_per_cpu_s(self) -> float | None:
@@ -92,6 +95,12 @@ class ActingRun:
     def cores_busy(self) -> float | None:
         """CPU seconds per second over the window: how many cores the contender kept busy."""
         return self.cpu_s / self.seconds if self.cpu_s and self.seconds else None
+
+    @property
+    def machine_cores_busy(self) -> float | None:
+        """The whole machine's busy cores over the window: at least :attr:`cores_busy`, more by what else ran
+        (this harness, the system) or by processes the tree missed."""
+        return self.machine_cpu_s / self.seconds if self.machine_cpu_s and self.seconds else None
 
 
 def acting_line(line: str) -> dict[str, Any] | None:
@@ -130,6 +139,7 @@ def measure_acting(argv: list[str], budget_s: float, cwd: Path, env: dict[str, s
         run.agent_steps, run.seconds = int(last["agent_steps"]), float(last["seconds"])
         run.frames_per_s = run.agent_steps * int(last.get("frame_skip", 1)) / run.seconds
         run.cpu_s = watched.line_cpu_s[index["last"]] - watched.line_cpu_s[index["first"]]
+        run.machine_cpu_s = watched.line_machine_cpu_s[index["last"]] - watched.line_machine_cpu_s[index["first"]]
     if watched.budget_reached:
         run.error = f"budget of {budget_s:.0f} s reached"
     elif watched.returncode:
@@ -150,6 +160,7 @@ def summarize(runs: list[ActingRun]) -> dict[str, Any]:
         "frames_per_s": med([r.frames_per_s for r in good]),  # type: ignore[misc]
         "frames_per_cpu_s": med([r.frames_per_cpu_s for r in good if r.frames_per_cpu_s is not None]),
         "cores_busy": med([r.cores_busy for r in good if r.cores_busy is not None]),
+        "machine_cores_busy": med([r.machine_cores_busy for r in good if r.machine_cores_busy is not None]),
         "startup_s": med([r.startup_s for r in good if r.startup_s is not None]),
         "peak_rss_mib": med([r.peak_rss_mib for r in good]),
         "fraction_ran": len(good) / len(runs) if runs else None,
@@ -157,6 +168,8 @@ def summarize(runs: list[ActingRun]) -> dict[str, Any]:
                      "frames_per_cpu_s": [None if r.frames_per_cpu_s is None else round(r.frames_per_cpu_s, 1)
                                           for r in runs],
                      "cores_busy": [None if r.cores_busy is None else round(r.cores_busy, 2) for r in runs],
+                     "machine_cores_busy": [None if r.machine_cores_busy is None else round(r.machine_cores_busy, 2)
+                                            for r in runs],
                      "startup_s": [None if r.startup_s is None else round(r.startup_s, 2) for r in runs],
                      "peak_rss_mib": [round(r.peak_rss_mib, 1) for r in runs],
                      "errors": [r.error for r in runs]},

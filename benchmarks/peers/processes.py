@@ -66,6 +66,15 @@ def tree_cpu_s(pids: list[int], seen: dict[int, float]) -> float:
     return sum(seen.values())
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (every core: user, nice, system, irq, softirq, steal; not idle
+    or iowait), from ``/proc/stat``: beside :func:`tree_cpu_s`, what a process tree's count may have missed."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def stop_tree(proc: subprocess.Popen[str], tree: list[int]) -> None:
     """End the contender and everything it started (Ray's processes too), by process id."""
     everyone = set(tree) | set(process_tree(proc.pid))
@@ -93,7 +102,8 @@ class Watched:
     whole tree; ``budget_reached``: stopped by the wall-time budget; ``returncode`` after it was stopped;
     ``stderr_tail``: its last three non-empty stderr lines, joined (at most 400 characters); ``line_cpu_s``: for each
     stdout line given to ``on_line``, in order, the CPU seconds its tree had used when the line was read
-    (:func:`tree_cpu_s`), so a window between two lines has its CPU time as well as its wall time."""
+    (:func:`tree_cpu_s`), so a window between two lines has its CPU time as well as its wall time;
+    ``line_machine_cpu_s``: the same for the whole machine (:func:`machine_cpu_s`)."""
 
     wall_s: float = 0.0
     peak_rss_mib: float = 0.0
@@ -101,6 +111,7 @@ class Watched:
     returncode: int | None = None
     stderr_tail: str = ""
     line_cpu_s: list[float] = field(default_factory=list)
+    line_machine_cpu_s: list[float] = field(default_factory=list)
 
 
 def watch(command: list[str], on_line: Callable[[float, str], bool], budget_s: float, cwd: Path,
@@ -145,6 +156,7 @@ def watch(command: list[str], on_line: Callable[[float, str], bool], budget_s: f
             if line is None:
                 break
             out.line_cpu_s.append(tree_cpu_s(process_tree(proc.pid), cpu_seen))
+            out.line_machine_cpu_s.append(machine_cpu_s())
             if on_line(at, line):
                 break
     finally:
