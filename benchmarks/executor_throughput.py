@@ -67,6 +67,7 @@ import torch
 from torch import nn
 
 from benchmarks.common import load_average, write_result
+from benchmarks.peers.processes import children_by_parent, cpu_seconds
 from rlrun import spaces as sp
 
 ROLLOUT_STEPS = 16  # agent steps per env copy per sample() call (DQN's default algo.rollout_steps)
@@ -173,29 +174,6 @@ def compose_env(env: str, *overrides: str) -> Any:
     return registry.build("env", cfg.env.name, cfg.env)
 
 
-def _proc_children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(name))
-    return children
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process and of its waited-for children, from /proc (0 where unreadable)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
 def _memory_kib(pid: int) -> tuple[int, int]:
     """(RSS, PSS) of a process in KiB, from /proc (0 where unreadable)."""
     rss = pss = 0
@@ -218,7 +196,7 @@ def ray_memory() -> dict[str, Any]:
 
     node = ray_worker._global_node
     roots = [p.process.pid for infos in node.all_processes.values() for p in infos if p.process is not None]
-    tree = _proc_children()
+    tree = children_by_parent()
     pids, todo = set(), list(roots)
     while todo:
         pid = todo.pop()
@@ -227,8 +205,9 @@ def ray_memory() -> dict[str, Any]:
         pids.add(pid)
         todo += tree.get(pid, [])
     mem = [_memory_kib(p) for p in pids]
+    cpu = sum(cpu_seconds(p, waited_children=True) for p in pids)
     return {"processes": len(pids), "rss_mib": round(sum(r for r, _ in mem) / 1024, 1),
-            "pss_mib": round(sum(p for _, p in mem) / 1024, 1), "cpu_s": round(sum(_cpu_seconds(p) for p in pids), 2)}
+            "pss_mib": round(sum(p for _, p in mem) / 1024, 1), "cpu_s": round(cpu, 2)}
 
 
 # ---------------------------------------------------------------------------------------------------- a setting
@@ -455,7 +434,7 @@ def transfer(rounds: int, per_round: int = 20) -> dict[str, Any]:
         stats: dict[str, list[tuple[float, float, float]]] = {"object_store": [], "shared_memory": []}
         for _ in range(rounds):
             for path in stats:
-                w0, c0, t0 = _cpu_seconds(pid), time.process_time(), time.perf_counter()
+                w0, c0, t0 = cpu_seconds(pid, waited_children=True), time.process_time(), time.perf_counter()
                 for _ in range(per_round):
                     if path == "object_store":
                         out = np.array(ray.get(actor.rollout.remote()))
@@ -465,7 +444,8 @@ def transfer(rounds: int, per_round: int = 20) -> dict[str, Any]:
                         out = np.array(pool.views(shared)["obs"])
                         pool.give_back(slot)
                     del out
-                stats[path].append(((time.perf_counter() - t0) / per_round, (_cpu_seconds(pid) - w0) / per_round,
+                worker_cpu = cpu_seconds(pid, waited_children=True) - w0
+                stats[path].append(((time.perf_counter() - t0) / per_round, worker_cpu / per_round,
                                     (time.process_time() - c0) / per_round))
         med = statistics.median
         figures: dict[str, Any] = {"transfer/rollout_mb": round(nbytes / 1e6, 1)}

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable
 
 
-def _children() -> dict[int, list[int]]:
+def children_by_parent() -> dict[int, list[int]]:
+    """Every process now, as ``{parent pid: [child pids]}`` (from /proc's parent links)."""
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -32,7 +33,7 @@ def _children() -> dict[int, list[int]]:
 
 def process_tree(pid: int) -> list[int]:
     """``pid`` and every descendant of it, now."""
-    kids, tree, todo = _children(), [], [pid]
+    kids, tree, todo = children_by_parent(), [], [pid]
     while todo:
         p = todo.pop()
         tree.append(p)
@@ -51,18 +52,25 @@ def tree_rss_mib(pids: list[int]) -> float:
     return total / 2**20
 
 
+def cpu_seconds(pid: int, waited_children: bool = False) -> float:
+    """User + system CPU seconds of a process (all its threads), from /proc; with ``waited_children`` also those of
+    its children it has waited for (ended and reaped). 0 where it cannot be read (the process has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    ticks = fields[11:15] if waited_children else fields[11:13]  # utime stime [cutime cstime]: fields 14-17
+    return sum(int(x) for x in ticks) / os.sysconf("SC_CLK_TCK")
+
+
 def tree_cpu_s(pids: list[int], seen: dict[int, float]) -> float:
     """CPU seconds (user + system, all threads) of every process in ``pids`` and of every one ``seen`` before: each
     process's latest reading is kept in ``seen``, so one that has ended still counts with its last one (the time it
-    ran after that reading is lost: the watch reads every 0.25 s)."""
-    tick = os.sysconf("SC_CLK_TCK")
+    ran after that reading is lost: the watch reads every 0.25 s). Own time only: a reaped child's time is not
+    counted twice through its parent."""
     for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        seen[p] = max(seen.get(p, 0.0), (int(fields[11]) + int(fields[12])) / tick)  # utime, stime (fields 14, 15)
+        seen[p] = max(seen.get(p, 0.0), cpu_seconds(p))
     return sum(seen.values())
 
 
