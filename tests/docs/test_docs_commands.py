@@ -24,9 +24,7 @@ once; they run two at a time.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import json
-import queue
 import re
 import shlex
 import shutil
@@ -193,36 +191,75 @@ class ForkServer:
         self.proc.wait(timeout=60)
 
 
+def _uses_ray(command: str) -> bool:
+    return "executor=ray" in command
+
+
+class Schedule:
+    """The commands' order over two lanes: a Ray command (each starts its own local Ray cluster, so one at a time)
+    is taken whenever none is running; otherwise the next other command. A lane waits only when nothing but Ray
+    commands is left and one is running (before: a lane that drew a Ray command while the other ran one sat idle,
+    and the docs show their Ray commands together)."""
+
+    def __init__(self, commands: list[str]) -> None:
+        self.ray = [c for c in commands if _uses_ray(c)]
+        self.other = [c for c in commands if not _uses_ray(c)]
+        self.ray_running = False
+        self.changed = threading.Condition()
+
+    def take(self) -> str | None:
+        """The next command for a free lane (None: nothing left)."""
+        with self.changed:
+            while True:
+                if self.ray and not self.ray_running:
+                    self.ray_running = True
+                    return self.ray.pop(0)
+                if self.other:
+                    return self.other.pop(0)
+                if not self.ray:
+                    return None
+                self.changed.wait()
+
+    def done(self, command: str) -> None:
+        if _uses_ray(command):
+            with self.changed:
+                self.ray_running = False
+                self.changed.notify_all()
+
+
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[str], subprocess.CompletedProcess]]:
     """Every distinct command run once, two at a time (the machine's two cores; Ray ones one at a time, each
-    starting its own local cluster), each in a fresh working directory, by two fork servers
-    (``cli_fork_server.py``: each command in a child of a process that imported rlrun's stack once, as its console
-    script runs it, without a fresh interpreter's ~2.4 s of imports)."""
+    starting its own local cluster, beside the others: :class:`Schedule`), each in a fresh working directory, by two
+    fork servers (``cli_fork_server.py``: each command in a child of a process that imported rlrun's stack once, as
+    its console script runs it, without a fresh interpreter's ~2.4 s of imports)."""
     made = _made(tmp_path_factory.mktemp("made"))
     store = made["run"].parents[1] / "mlflow.db"  # the tiny run's MLflow store, its schema migrated (seconds saved
-    ray_lock = threading.Lock()                 # per command: a fresh store migrates its tables first)
-    servers: queue.Queue[ForkServer] = queue.Queue()
-    started: list[ForkServer] = []
+    schedule = Schedule(list(COMMANDS))            # per command: a fresh store migrates its tables first)
+    results: dict[str, tuple[list[str], subprocess.CompletedProcess]] = {}
 
-    def one(command: str) -> tuple[list[str], subprocess.CompletedProcess]:
+    def run(command: str, server: ForkServer) -> tuple[list[str], subprocess.CompletedProcess]:
         words = [_substitute(w, made) for w in _words(COMMANDS[command][0].text)[0]]
         argv = _budgeted(words)
         cwd = tmp_path_factory.mktemp("cmd")
         shutil.copy(store, cwd / "mlflow.db")
-        server = servers.get()
-        try:
-            with ray_lock if any("executor=ray" in w for w in argv) else contextlib.nullcontext():
-                return argv, server.run(argv, cwd, timeout=600)
-        finally:
-            servers.put(server)
+        return argv, server.run(argv, cwd, timeout=600)
 
+    def lane(server: ForkServer) -> None:
+        while (command := schedule.take()) is not None:
+            try:
+                results[command] = run(command, server)
+            finally:
+                schedule.done(command)
+
+    started: list[ForkServer] = []
     try:
         for _ in range(2):
             started.append(ForkServer())
-            servers.put(started[-1])
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            return dict(zip(COMMANDS, pool.map(one, COMMANDS), strict=True))
+            for future in [pool.submit(lane, server) for server in started]:
+                future.result()
+        return {c: results[c] for c in COMMANDS}
     finally:
         for server in started:
             server.close()
