@@ -36,7 +36,7 @@ KINDS = {"worker": "ray::RemoteRolloutWorker", "shard": "ray::ReplayShard"}
 def actor_pids(kind: str, head: int) -> list[int]:
     """The live processes of the benchmark's cluster (below its head process: never another run's) whose command
     line starts with the actor's Ray process title."""
-    from benchmarks.soak import process_tree
+    from benchmarks.peers.processes import process_tree
 
     title = KINDS[kind].encode()
     out = []

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -34,28 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import load_average, publish
+from benchmarks.peers.processes import process_tree
 from benchmarks.ray_head import ENV, RAY_CLI, RLRUN, ray_head, stop_run
 
 SERIES = ("driver", "ray_workers", "ray_system", "total", "object_store")
-
-
-def process_tree(root: int) -> set[int]:
-    """``root`` and every process below it (from /proc's parent links)."""
-    parent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = {root}, [root]
-    while frontier:
-        p = frontier.pop()
-        kids = [c for c, pp in parent.items() if pp == p and c not in found]
-        found.update(kids)
-        frontier.extend(kids)
-    return found
 
 
 def pss_mib(pid: int) -> float:
@@ -84,7 +65,7 @@ def object_store_mib(address: str) -> float | None:
 
 def sample(driver: int, head: int, address: str) -> dict[str, float | None]:
     out = {"driver": 0.0, "ray_workers": 0.0, "ray_system": 0.0}
-    for pid in process_tree(driver) | process_tree(head):
+    for pid in set(process_tree(driver)) | set(process_tree(head)):
         mib = pss_mib(pid)
         if pid == driver:
             out["driver"] += mib
