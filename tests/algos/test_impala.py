@@ -232,6 +232,43 @@ def test_policy_lag_with_two_local_workers():
             algo.stop()
 
 
+def test_thread_mode_reports_the_latest_update_in_steps_where_none_finished():
+    """algo.learner=thread: a training step during which the learner finished no update still reports the loss
+    terms and the policy lag of its latest one (such steps reported none before, and a short run whose reports all
+    fell on such steps had no learn/policy_lag_mean at all). The learner is let through one update, then held
+    inside its second, so the steps after the first report finish none."""
+    import threading
+    import time
+
+    algo = build_algo(["algo=impala", "algo.learner=thread", "algo.learner_queue=4", "algo.hidden_sizes=[8]",
+                       "executor.num_envs=2", "algo.batch_size=2", "algo.unroll_length=4"])
+    permits = threading.Semaphore(1)
+    update = algo.agent.update
+
+    def held_update(rollout):  # noqa: ANN001, ANN202
+        assert permits.acquire(timeout=60)
+        return update(rollout)
+
+    algo.agent.update = held_update
+    try:
+        reported = None
+        for _ in range(20):  # until the first update is reported (its batch is the first step's)
+            metrics = algo.training_step().metrics
+            if "learn/policy_lag_mean" in metrics:
+                reported = metrics
+                break
+            time.sleep(0.2)
+        assert reported is not None and algo.updates == 1
+        for _ in range(2):
+            metrics = algo.training_step().metrics
+            assert algo.updates == 1
+            for key in ("learn/policy_lag_mean", "learn/policy_lag_max", "loss/total"):
+                assert metrics[key] == reported[key], key
+    finally:
+        permits.release(100)
+        algo.stop()
+
+
 def test_batch_size_rounds_up_to_whole_worker_samples():
     """batch_size 5 unrolls with 2 env copies per worker: 3 worker samples (6 unrolls) per update."""
     algo = build_algo(["algo=impala", "algo.hidden_sizes=[8]", "executor.num_envs=2", "algo.batch_size=5",
