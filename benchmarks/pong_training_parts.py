@@ -23,7 +23,7 @@ says how far "2x Sample Factory per core at equal settings" (issue #19) is withi
 same env and torch kernels. That ratio compares two runs (the peers record's and this one), so both records name
 their machine.
 
-    python -m benchmarks.pong_training_parts [--quick] [--rounds N] [--peers-record PATH]
+    python -m benchmarks.pong_training_parts [--quick] [--rounds N] [--peers-record PATH] [--rollout-steps T]
 """
 
 from __future__ import annotations
@@ -40,8 +40,15 @@ import torch
 
 from benchmarks.common import load_average, publish, results_dir
 
-OVERRIDES = ["algo=ppo", "env=pong", "seed=0", "executor=local", "executor.num_envs=8", "algo.rollout_steps=128",
-             "device.precision=fp32", "logger=none"]  # benchmarks/peers/contenders/rlrun_pong.py, training mode
+ROLLOUT_STEPS = 128  # the task's; a test runs the same path with fewer (--rollout-steps)
+
+
+def overrides(rollout_steps: int = ROLLOUT_STEPS) -> list[str]:
+    """benchmarks/peers/contenders/rlrun_pong.py's, training mode (the preset's 4 minibatches of 256 at 128 steps;
+    fewer steps give minibatches of a quarter of the rollout, as many as the preset's)."""
+    return ["algo=ppo", "env=pong", "seed=0", "executor=local", "executor.num_envs=8",
+            f"algo.rollout_steps={rollout_steps}", f"algo.minibatch_size={2 * rollout_steps}", "device.precision=fp32",
+            "logger=none"]
 SF_KEY = "pong_training/sample_factory/frames_per_cpu_s"
 
 
@@ -60,14 +67,15 @@ def sample_factory_per_cpu_s(path: Path | None) -> tuple[float, str] | None:
 class Parts:
     """rlrun's plan for the task and the hand-written parts beside it, each timed per call."""
 
-    def __init__(self) -> None:
+    def __init__(self, rollout_steps: int = ROLLOUT_STEPS) -> None:
         from omegaconf import OmegaConf
 
         from benchmarks.learner_throughput import bare_actor_critic, ppo_pair
         from benchmarks.peers.contenders.rlrun_plan import build_plan
 
-        self.plan, self.env_factory, cfg = build_plan(OVERRIDES, "ppo", 0)  # applies the device strategy: one
-        agent, spec = self.plan.agent, self.env_factory.spec              # torch thread, reused CPU memory
+        # build_plan applies the device strategy: one torch thread, reused CPU memory
+        self.plan, self.env_factory, cfg = build_plan(overrides(rollout_steps), "ppo", 0)
+        agent, spec = self.plan.agent, self.env_factory.spec
         algo = OmegaConf.to_object(cfg.algo)
         self.T, self.B = int(algo.rollout_steps), int(cfg.executor.num_envs)
         self.frames = self.T * self.B * int(spec.frame_skip)
@@ -120,8 +128,8 @@ class Parts:
         self.plan.stop()
 
 
-def measure(rounds: int) -> dict[str, Any]:
-    parts = Parts()
+def measure(rounds: int, rollout_steps: int = ROLLOUT_STEPS) -> dict[str, Any]:
+    parts = Parts(rollout_steps)
     rows: dict[str, list[float]] = {k: [] for k in ("step", "update", "acting", "bare_update", "raw_env",
                                                     "bare_forward")}
     try:
@@ -143,7 +151,7 @@ def measure(rounds: int) -> dict[str, Any]:
         parts.close()
     med = {k: statistics.median(v) for k, v in rows.items()}
     ceiling_s = med["bare_update"] + med["raw_env"] + med["bare_forward"]
-    figures: dict[str, Any] = {"frames_per_step": parts.frames, "rounds": rounds}
+    figures: dict[str, Any] = {"frames_per_step": parts.frames, "rollout_steps": rollout_steps, "rounds": rounds}
     for k, v in med.items():
         key = {"step": "rlrun/step_s", "update": "rlrun/update_s", "acting": "rlrun/acting_s"}.get(k, f"parts/{k}_s")
         figures[key] = round(v, 4)
@@ -162,17 +170,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="2 rounds (CI / tests)")
     parser.add_argument("--rounds", type=int, help="rounds of (a)-(d) (default 8; --quick 2)")
+    parser.add_argument("--rollout-steps", type=int, default=ROLLOUT_STEPS,
+                        help=f"agent steps per copy per training step (default {ROLLOUT_STEPS}, the task's; the "
+                             f"Sample Factory ratios are written only at the task's)")
     parser.add_argument("--peers-record", type=Path, help="a peers record with Sample Factory's Pong training "
                                                           "frames per CPU-second (default: the newest one)")
     args = parser.parse_args()
     rounds = args.rounds or (2 if args.quick else 8)
     if rounds < 1:
         parser.error(f"--rounds must be >= 1, got {rounds}")
+    if args.rollout_steps < 2:
+        parser.error(f"--rollout-steps must be >= 2, got {args.rollout_steps}")
     if args.peers_record is not None and not args.peers_record.is_file():
         parser.error(f"--peers-record {args.peers_record}: no such file")
     before = load_average()
-    figures = measure(rounds)
-    sf = sample_factory_per_cpu_s(args.peers_record)
+    figures = measure(rounds, args.rollout_steps)
+    sf = sample_factory_per_cpu_s(args.peers_record) if args.rollout_steps == ROLLOUT_STEPS else None
     if sf is not None:
         value, source = sf
         figures["sample_factory/frames_per_cpu_s"] = value
@@ -181,7 +194,8 @@ def main() -> None:
         figures["ratio/rlrun_over_sample_factory"] = round(figures["rlrun/frames_per_s"] / value, 4)
     figures["load_average/before"], figures["load_average/after"] = before, load_average()
     command = "python -m benchmarks.pong_training_parts" + (" --quick" if args.quick else "") + (
-        f" --rounds {args.rounds}" if args.rounds else "")
+        f" --rounds {args.rounds}" if args.rounds else "") + (
+        f" --rollout-steps {args.rollout_steps}" if args.rollout_steps != ROLLOUT_STEPS else "")
     publish("pong_training_parts", figures, command)
 
 
