@@ -1,7 +1,10 @@
 """A ``ray start --head`` cluster of the benchmark's own on this machine, for benchmarks that watch a run from
 outside (soak, chaos): the run joins it with ``executor.address``; the cluster ends with the ``with`` block (its
 processes are one process group: ``--block``). Token authentication is off (``RAY_AUTH_MODE=disabled``, as Ray 2.60's
-docs say for a private cluster) in the environment the run and the ``ray`` CLI get."""
+docs say for a private cluster) in the environment the run and the ``ray`` CLI get, and so is the node's drain on
+SIGTERM (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0``): Ray 2.60's ``ray start --block`` answers SIGTERM by asking the
+GCS to drain the node for up to 30 s, and the process group's SIGTERM has stopped the GCS already, so every
+cluster's end waited out the whole 30 s ("Failed to mark the local node as draining on SIGTERM")."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from typing import Iterator
 
 RAY_CLI = str(Path(sys.executable).parent / "ray")
 RLRUN = str(Path(sys.executable).parent / "rlrun")
-ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 
 def free_port() -> int:
