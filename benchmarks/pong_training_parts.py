@@ -14,8 +14,15 @@ actor-critic with its shared torso, 4 epochs of 4 minibatches of 256). Per round
 (d) **bare forward**: the hand-written network's forward at batch 8, 128 times, inference mode (what acting needs
     of the network: logits and value of the 8 copies' observations).
 
+(e) **hand-written acting**: what a single-file script's rollout does with the parts of (c) and (d): 128 times, the
+    bare network on the copies' observations, an action per copy drawn from its logits (``torch.multinomial``), the
+    env copies stepped with them, the observations and actions kept in lists and stacked at the end.
+
 (b) + (c) + (d) is the **ceiling**: a training step with no code of its own beside the env, the network and the
-update (``ceiling/frames_per_s``); rlrun's step against it is ``fraction_of_ceiling``. The process runs on one core
+update, each timed apart (``ceiling/frames_per_s``); rlrun's step against it is ``fraction_of_ceiling``. Timed apart
+they run with warm caches; a loop that alternates them pays more (each evicts the other's data: the Nature CNN's
+6.4 MB of weights, 8 emulators), so (b) + (e), ``hand_written/frames_per_s``, is what plain code reaches, and rlrun's
+step against it is ``fraction_of_hand_written``. The process runs on one core
 (one torch thread, the env copies in it), so frames/s is also frames per CPU-second. Given a peers record with
 Sample Factory's ``pong_training`` frames per CPU-second (``--peers-record``; default: the newest one in
 benchmarks/results), the ceiling and this run's rlrun step are set against it: ``ratio/ceiling_over_sample_factory``
@@ -96,11 +103,12 @@ class Parts:
         rng = np.random.default_rng(0)
         self.frames_in = torch.as_tensor(rng.integers(0, 256, (self.B, *spec.observation_space.shape), np.uint8))
         self.env = self.env_factory.make_vector(self.B)
-        self.env.reset(seed=0)
+        self.last_obs = self.env.reset(seed=0)[0]
         self.actions = rng.integers(0, n, (self.T, self.B))
         self.plan.training_step()  # the first step is start-up (the workers' first reset, first-call costs)
         self.bare_update()
         self.forward()
+        self.hand_written()
 
     def step(self) -> tuple[float, float]:
         """(training step s, of which update s)."""
@@ -123,6 +131,20 @@ class Parts:
             for _ in range(self.T):
                 self.net(self.frames_in)
 
+    def hand_written(self) -> None:
+        """(e): env and network alternating, as a single-file script's rollout."""
+        obs, actions = [], []
+        with torch.inference_mode():
+            o = self.last_obs
+            for _ in range(self.T):
+                logits, _ = self.net(torch.from_numpy(o))
+                a = torch.multinomial(torch.softmax(logits, -1), 1).squeeze(1).numpy()
+                obs.append(o)
+                actions.append(a)
+                o = self.env.step(a)[0]
+            self.last_obs = o
+        np.stack(obs), np.stack(actions)
+
     def close(self) -> None:
         self.env.close()
         self.plan.stop()
@@ -131,10 +153,10 @@ class Parts:
 def measure(rounds: int, rollout_steps: int = ROLLOUT_STEPS) -> dict[str, Any]:
     parts = Parts(rollout_steps)
     rows: dict[str, list[float]] = {k: [] for k in ("step", "update", "acting", "bare_update", "raw_env",
-                                                    "bare_forward")}
+                                                    "bare_forward", "hand_written_acting")}
     try:
         for r in range(rounds):
-            order = ["rlrun", "bare_update", "raw_env", "bare_forward"]
+            order = ["rlrun", "bare_update", "raw_env", "bare_forward", "hand_written_acting"]
             for name in order[r % len(order):] + order[:r % len(order)]:  # rotated so drift hits all alike
                 if name == "rlrun":
                     step, update = parts.step()
@@ -145,6 +167,8 @@ def measure(rounds: int, rollout_steps: int = ROLLOUT_STEPS) -> dict[str, Any]:
                     rows["bare_update"].append(parts.timed(parts.bare_update))
                 elif name == "raw_env":
                     rows["raw_env"].append(parts.timed(parts.raw_env))
+                elif name == "hand_written_acting":
+                    rows["hand_written_acting"].append(parts.timed(parts.hand_written))
                 else:
                     rows["bare_forward"].append(parts.timed(parts.forward))
     finally:
@@ -160,6 +184,11 @@ def measure(rounds: int, rollout_steps: int = ROLLOUT_STEPS) -> dict[str, Any]:
     figures["ceiling/step_s"] = round(ceiling_s, 4)
     figures["ceiling/frames_per_s"] = round(parts.frames / ceiling_s, 1)
     figures["fraction_of_ceiling"] = round(ceiling_s / med["step"], 4)
+    hand_s = med["bare_update"] + med["hand_written_acting"]
+    figures["hand_written/step_s"] = round(hand_s, 4)
+    figures["hand_written/frames_per_s"] = round(parts.frames / hand_s, 1)
+    figures["fraction_of_hand_written"] = round(hand_s / med["step"], 4)
+    figures["ratio/acting/hand_written_over_rlrun"] = round(med["hand_written_acting"] / med["acting"], 4)
     figures["ratio/update/bare_over_rlrun"] = round(med["bare_update"] / med["update"], 4)  # > 1: rlrun's faster
     figures["ratio/acting/parts_over_rlrun"] = round((med["raw_env"] + med["bare_forward"]) / med["acting"], 4)
     figures["share/update"] = round(med["update"] / med["step"], 4)
@@ -192,6 +221,7 @@ def main() -> None:
         figures["sample_factory/source"] = source
         figures["ratio/ceiling_over_sample_factory"] = round(figures["ceiling/frames_per_s"] / value, 4)
         figures["ratio/rlrun_over_sample_factory"] = round(figures["rlrun/frames_per_s"] / value, 4)
+        figures["ratio/hand_written_over_sample_factory"] = round(figures["hand_written/frames_per_s"] / value, 4)
     figures["load_average/before"], figures["load_average/after"] = before, load_average()
     command = "python -m benchmarks.pong_training_parts" + (" --quick" if args.quick else "") + (
         f" --rounds {args.rounds}" if args.rounds else "") + (

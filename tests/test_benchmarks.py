@@ -371,6 +371,9 @@ def test_pong_training_parts_set_rlrun_beside_the_ceiling(tmp_path: Path) -> Non
     assert f["ceiling/frames_per_s"] == pytest.approx(1024 / sum(parts), rel=2e-3)
     assert f["fraction_of_ceiling"] == pytest.approx(sum(parts) / step, rel=2e-3)
     assert f["rlrun/frames_per_s"] == pytest.approx(1024 / step, rel=2e-3)
+    hand = f["parts/bare_update_s"] + f["parts/hand_written_acting_s"]
+    assert f["parts/hand_written_acting_s"] > 0 and f["hand_written/step_s"] == pytest.approx(hand, abs=2e-4)
+    assert f["fraction_of_hand_written"] == pytest.approx(hand / step, rel=2e-3)
     assert not any(k.startswith(("sample_factory/", "ratio/ceiling_over", "ratio/rlrun_over")) for k in f)
 
 
