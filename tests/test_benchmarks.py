@@ -348,8 +348,8 @@ def test_sampling_limit_measures_rlrun_beside_the_limit_and_a_hand_written_actor
     assert sum(shares) == pytest.approx(1.0, abs=0.01)
 
 
-def test_pong_training_parts_set_rlrun_beside_the_ceiling(tmp_path: Path) -> None:
-    """``benchmarks.pong_training_parts --rounds 1 --rollout-steps 32`` (the task's path at a quarter of its rollout):
+def test_training_parts_set_rlrun_beside_the_ceiling_on_pong(tmp_path: Path) -> None:
+    """``benchmarks.training_parts --rounds 1 --rollout-steps 32`` (the Pong task's path at a quarter of its rollout):
     rlrun's Pong PPO step (its update timed apart) beside the hand-written update, the raw env copies and the bare
     forward for the same work; the ceiling is their sum. Away from the task's settings no Sample Factory ratio is
     written (a peers record is there to be found)."""
@@ -357,13 +357,13 @@ def test_pong_training_parts_set_rlrun_beside_the_ceiling(tmp_path: Path) -> Non
     (tmp_path / "2026-01-02-bbbbbbb-peers.json").write_text(json.dumps(
         {"figures": {"pong_training/sample_factory/frames_per_cpu_s": 1000.0}}))
     out = tmp_path / "record.json"
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.pong_training_parts", "--rounds", "1",
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.training_parts", "--rounds", "1",
                            "--rollout-steps", "32"], cwd=ROOT,
                           env={**os.environ, "RLRUN_BENCH_OUT": str(out), "RLRUN_BENCH_RESULTS": str(tmp_path),
                                "RLRUN_BENCH_LOG": "0"}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     f = json.loads(out.read_text())["figures"]
-    assert f["frames_per_step"] == 32 * 8 * 4 and f["rollout_steps"] == 32
+    assert f["env"] == "pong" and f["frames_per_step"] == 32 * 8 * 4 and f["rollout_steps"] == 32
     step, update, acting = f["rlrun/step_s"], f["rlrun/update_s"], f["rlrun/acting_s"]
     assert 0 < update < step and acting == pytest.approx(step - update, abs=2e-4)
     parts = [f[f"parts/{p}_s"] for p in ("bare_update", "raw_env", "bare_forward")]
@@ -377,11 +377,25 @@ def test_pong_training_parts_set_rlrun_beside_the_ceiling(tmp_path: Path) -> Non
     assert not any(k.startswith(("sample_factory/", "ratio/ceiling_over", "ratio/rlrun_over")) for k in f)
 
 
-def test_pong_training_parts_read_sample_factory_from_the_newest_peers_record(tmp_path: Path,
+def test_training_parts_on_cartpole_run_the_ppo_preset_beside_its_parts() -> None:
+    """``--env cartpole``, one round in this process: rlrun algo=ppo env=cartpole (its preset: 8 copies, rollouts of
+    32, frame skip 1) beside the hand-written parts, the same sums as on Pong."""
+    from benchmarks.training_parts import measure
+
+    f = measure(1, "cartpole")
+    assert f["env"] == "cartpole" and f["rollout_steps"] == 32 and f["frames_per_step"] == 32 * 8
+    parts = [f[f"parts/{p}_s"] for p in ("bare_update", "raw_env", "bare_forward")]
+    assert all(p > 0 for p in parts) and f["ceiling/step_s"] == pytest.approx(sum(parts), abs=3e-4)
+    assert f["hand_written/step_s"] == pytest.approx(f["parts/bare_update_s"] + f["parts/hand_written_acting_s"],
+                                                     abs=2e-4)
+    assert 0 < f["rlrun/update_s"] < f["rlrun/step_s"]
+
+
+def test_training_parts_read_sample_factory_from_the_newest_peers_record(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Sample Factory's Pong training frames per CPU-second: from the newest peers record holding it (a runner's
     record, ``results[].figures``, or a bare one, ``figures``), or from the record named; None without one."""
-    from benchmarks.pong_training_parts import sample_factory_per_cpu_s
+    from benchmarks.training_parts import sample_factory_per_cpu_s
 
     monkeypatch.setenv("RLRUN_BENCH_RESULTS", str(tmp_path))
     assert sample_factory_per_cpu_s(None) is None

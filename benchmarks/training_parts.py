@@ -1,36 +1,37 @@
-"""What bounds rlrun's Pong training frames/s: its training step split into acting and the update, beside the same
+"""What bounds rlrun's PPO training speed: its training step split into acting and the update, beside the same
 parts done by hand, in one process, interleaved round by round.
 
-The settings are the peers benchmark's ``pong_training`` task (benchmarks/peers/contenders/rlrun_pong.py: ``rlrun
-algo=ppo env=pong``, the DeepMind protocol, 8 env copies in one local worker, rollouts of 128, the Nature-CNN
-actor-critic with its shared torso, 4 epochs of 4 minibatches of 256). Per round:
+``--env pong`` (default): the peers benchmark's ``pong_training`` task (benchmarks/peers/contenders/rlrun_pong.py:
+``rlrun algo=ppo env=pong``, the DeepMind protocol, 8 env copies in one local worker, rollouts of 128, the
+Nature-CNN actor-critic with its shared torso, 4 epochs of 4 minibatches of 256). ``--env cartpole``: the peers
+benchmark's ``cartpole_ppo`` settings (``rlrun algo=ppo env=cartpole``: its preset, 8 copies, rollouts of 32, an
+MLP [64, 64] tanh actor and critic, 10 epochs of one minibatch of 256). Per round:
 
-(a) **rlrun's training step** (``plan.training_step()``: a rollout of 128 x 8 agent steps, the PPO update on it, the
+(a) **rlrun's training step** (``plan.training_step()``: a rollout of T x 8 agent steps, the PPO update on it, the
     weights to the worker), with the update timed apart (``agent.update``); acting is the rest;
 (b) **bare update**: the hand-written PPO update of benchmarks/learner_throughput.py (``ppo_pair``: the same
     network with the agent's weights, the same loss and optimizer settings, the convolutions in the layout rlrun's
-    torso gives them) on a rollout of the same size: the value pass for GAE, then the 16 minibatch steps;
-(c) **raw env**: the same env copies (what ``executor.num_envs=8`` builds) stepped 128 times with random actions;
-(d) **bare forward**: the hand-written network's forward at batch 8, 128 times, inference mode (what acting needs
-    of the network: logits and value of the 8 copies' observations).
-
-(e) **hand-written acting**: what a single-file script's rollout does with the parts of (c) and (d): 128 times, the
+    torso gives them) on a rollout of the same size: the value pass for GAE, then the minibatch steps;
+(c) **raw env**: the same env copies (what ``executor.num_envs=8`` builds) stepped T times with random actions;
+(d) **bare forward**: the hand-written network's forward at batch 8, T times, inference mode (what acting needs
+    of the network: logits and value of the 8 copies' observations);
+(e) **hand-written acting**: what a single-file script's rollout does with the parts of (c) and (d): T times, the
     bare network on the copies' observations, an action per copy drawn from its logits (``torch.multinomial``), the
     env copies stepped with them, the observations and actions kept in lists and stacked at the end.
 
 (b) + (c) + (d) is the **ceiling**: a training step with no code of its own beside the env, the network and the
 update, each timed apart (``ceiling/frames_per_s``); rlrun's step against it is ``fraction_of_ceiling``. Timed apart
-they run with warm caches; a loop that alternates them pays more (each evicts the other's data: the Nature CNN's
-6.4 MB of weights, 8 emulators), so (b) + (e), ``hand_written/frames_per_s``, is what plain code reaches, and rlrun's
-step against it is ``fraction_of_hand_written``. The process runs on one core
-(one torch thread, the env copies in it), so frames/s is also frames per CPU-second. Given a peers record with
-Sample Factory's ``pong_training`` frames per CPU-second (``--peers-record``; default: the newest one in
-benchmarks/results), the ceiling and this run's rlrun step are set against it: ``ratio/ceiling_over_sample_factory``
-says how far "2x Sample Factory per core at equal settings" (issue #19) is within reach of any runner built on the
-same env and torch kernels. That ratio compares two runs (the peers record's and this one), so both records name
-their machine.
+they run with warm caches; a loop that alternates them pays more (each evicts the other's data: on Pong the Nature
+CNN's 6.4 MB of weights and 8 emulators), so (b) + (e), ``hand_written/frames_per_s``, is what plain code reaches,
+and rlrun's step against it is ``fraction_of_hand_written``. The process runs on one core (one torch thread, the env
+copies in it), so frames/s is also frames per CPU-second. On Pong, given a peers record with Sample Factory's
+``pong_training`` frames per CPU-second (``--peers-record``; default: the newest one in benchmarks/results), the
+three are set against it: ``ratio/ceiling_over_sample_factory`` says how far "2x Sample Factory per core at equal
+settings" (issue #19) is within reach of any runner built on the same env and torch kernels. That ratio compares
+two runs (the peers record's and this one), so both records name their machine.
 
-    python -m benchmarks.pong_training_parts [--quick] [--rounds N] [--peers-record PATH] [--rollout-steps T]
+    python -m benchmarks.training_parts [--env pong|cartpole] [--quick] [--rounds N] [--peers-record PATH]
+                                        [--rollout-steps T]
 """
 
 from __future__ import annotations
@@ -47,15 +48,24 @@ import torch
 
 from benchmarks.common import load_average, publish, results_dir
 
-ROLLOUT_STEPS = 128  # the task's; a test runs the same path with fewer (--rollout-steps)
+ENVS = ("pong", "cartpole")
+PONG_ROLLOUT_STEPS = 128  # the peers task's; a test runs the same path with fewer (--rollout-steps)
 
 
-def overrides(rollout_steps: int = ROLLOUT_STEPS) -> list[str]:
-    """benchmarks/peers/contenders/rlrun_pong.py's, training mode (the preset's 4 minibatches of 256 at 128 steps;
-    fewer steps give minibatches of a quarter of the rollout, as many as the preset's)."""
-    return ["algo=ppo", "env=pong", "seed=0", "executor=local", "executor.num_envs=8",
-            f"algo.rollout_steps={rollout_steps}", f"algo.minibatch_size={2 * rollout_steps}", "device.precision=fp32",
-            "logger=none"]
+def overrides(env: str = "pong", rollout_steps: int | None = None) -> list[str]:
+    """The run's overrides. pong: benchmarks/peers/contenders/rlrun_pong.py's, training mode (the preset's 4
+    minibatches of 256 at 128 steps; fewer steps give minibatches of a quarter of the rollout, as many as the
+    preset's); cartpole: ``rlrun algo=ppo env=cartpole``'s (its preset), as the peers' cartpole_ppo task runs it."""
+    if env == "pong":
+        t = rollout_steps or PONG_ROLLOUT_STEPS
+        return ["algo=ppo", "env=pong", "seed=0", "executor=local", "executor.num_envs=8", f"algo.rollout_steps={t}",
+                f"algo.minibatch_size={2 * t}", "device.precision=fp32", "logger=none"]
+    if env == "cartpole":
+        extra = [f"algo.rollout_steps={rollout_steps}"] if rollout_steps else []
+        return ["algo=ppo", "env=cartpole", "seed=0", "executor=local", *extra, "logger=none"]
+    raise ValueError(f"env must be one of {', '.join(ENVS)}, got {env!r}")
+
+
 SF_KEY = "pong_training/sample_factory/frames_per_cpu_s"
 
 
@@ -74,14 +84,15 @@ def sample_factory_per_cpu_s(path: Path | None) -> tuple[float, str] | None:
 class Parts:
     """rlrun's plan for the task and the hand-written parts beside it, each timed per call."""
 
-    def __init__(self, rollout_steps: int = ROLLOUT_STEPS) -> None:
+    def __init__(self, env: str = "pong", rollout_steps: int | None = None) -> None:
         from omegaconf import OmegaConf
 
         from benchmarks.learner_throughput import bare_actor_critic, ppo_pair
         from benchmarks.peers.contenders.rlrun_plan import build_plan
+        from rlrun import spaces as sp
 
         # build_plan applies the device strategy: one torch thread, reused CPU memory
-        self.plan, self.env_factory, cfg = build_plan(overrides(rollout_steps), "ppo", 0)
+        self.plan, self.env_factory, cfg = build_plan(overrides(env, rollout_steps), "ppo", 0)
         agent, spec = self.plan.agent, self.env_factory.spec
         algo = OmegaConf.to_object(cfg.algo)
         self.T, self.B = int(algo.rollout_steps), int(cfg.executor.num_envs)
@@ -101,7 +112,7 @@ class Parts:
         self.bare_update = ppo_pair(agent, algo, spec, self.T, self.B).bare
         self.net = bare_actor_critic(agent.network, spec.observation_space, n)
         rng = np.random.default_rng(0)
-        self.frames_in = torch.as_tensor(rng.integers(0, 256, (self.B, *spec.observation_space.shape), np.uint8))
+        self.obs_in = sp.to_torch(spec.observation_space, sp.sample(spec.observation_space, (self.B,), seed=0))
         self.env = self.env_factory.make_vector(self.B)
         self.last_obs = self.env.reset(seed=0)[0]
         self.actions = rng.integers(0, n, (self.T, self.B))
@@ -129,7 +140,7 @@ class Parts:
     def forward(self) -> None:
         with torch.inference_mode():
             for _ in range(self.T):
-                self.net(self.frames_in)
+                self.net(self.obs_in)
 
     def hand_written(self) -> None:
         """(e): env and network alternating, as a single-file script's rollout."""
@@ -150,8 +161,8 @@ class Parts:
         self.plan.stop()
 
 
-def measure(rounds: int, rollout_steps: int = ROLLOUT_STEPS) -> dict[str, Any]:
-    parts = Parts(rollout_steps)
+def measure(rounds: int, env: str = "pong", rollout_steps: int | None = None) -> dict[str, Any]:
+    parts = Parts(env, rollout_steps)
     rows: dict[str, list[float]] = {k: [] for k in ("step", "update", "acting", "bare_update", "raw_env",
                                                     "bare_forward", "hand_written_acting")}
     try:
@@ -175,7 +186,8 @@ def measure(rounds: int, rollout_steps: int = ROLLOUT_STEPS) -> dict[str, Any]:
         parts.close()
     med = {k: statistics.median(v) for k, v in rows.items()}
     ceiling_s = med["bare_update"] + med["raw_env"] + med["bare_forward"]
-    figures: dict[str, Any] = {"frames_per_step": parts.frames, "rollout_steps": rollout_steps, "rounds": rounds}
+    figures: dict[str, Any] = {"env": env, "frames_per_step": parts.frames, "rollout_steps": parts.T,
+                               "rounds": rounds}
     for k, v in med.items():
         key = {"step": "rlrun/step_s", "update": "rlrun/update_s", "acting": "rlrun/acting_s"}.get(k, f"parts/{k}_s")
         figures[key] = round(v, 4)
@@ -197,24 +209,27 @@ def measure(rounds: int, rollout_steps: int = ROLLOUT_STEPS) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", choices=ENVS, default="pong", help="pong (the peers' pong_training task) or cartpole "
+                                                                    "(the peers' cartpole_ppo settings)")
     parser.add_argument("--quick", action="store_true", help="2 rounds (CI / tests)")
-    parser.add_argument("--rounds", type=int, help="rounds of (a)-(d) (default 8; --quick 2)")
-    parser.add_argument("--rollout-steps", type=int, default=ROLLOUT_STEPS,
-                        help=f"agent steps per copy per training step (default {ROLLOUT_STEPS}, the task's; the "
-                             f"Sample Factory ratios are written only at the task's)")
+    parser.add_argument("--rounds", type=int, help="rounds of (a)-(e) (default 8; --quick 2)")
+    parser.add_argument("--rollout-steps", type=int,
+                        help=f"agent steps per copy per training step (default: the task's, {PONG_ROLLOUT_STEPS} on "
+                             f"Pong, the preset's 32 on CartPole; the Sample Factory ratios only at Pong's default)")
     parser.add_argument("--peers-record", type=Path, help="a peers record with Sample Factory's Pong training "
                                                           "frames per CPU-second (default: the newest one)")
     args = parser.parse_args()
     rounds = args.rounds or (2 if args.quick else 8)
     if rounds < 1:
         parser.error(f"--rounds must be >= 1, got {rounds}")
-    if args.rollout_steps < 2:
+    if args.rollout_steps is not None and args.rollout_steps < 2:
         parser.error(f"--rollout-steps must be >= 2, got {args.rollout_steps}")
     if args.peers_record is not None and not args.peers_record.is_file():
         parser.error(f"--peers-record {args.peers_record}: no such file")
     before = load_average()
-    figures = measure(rounds, args.rollout_steps)
-    sf = sample_factory_per_cpu_s(args.peers_record) if args.rollout_steps == ROLLOUT_STEPS else None
+    figures = measure(rounds, args.env, args.rollout_steps)
+    at_task = args.env == "pong" and args.rollout_steps in (None, PONG_ROLLOUT_STEPS)
+    sf = sample_factory_per_cpu_s(args.peers_record) if at_task else None
     if sf is not None:
         value, source = sf
         figures["sample_factory/frames_per_cpu_s"] = value
@@ -223,10 +238,10 @@ def main() -> None:
         figures["ratio/rlrun_over_sample_factory"] = round(figures["rlrun/frames_per_s"] / value, 4)
         figures["ratio/hand_written_over_sample_factory"] = round(figures["hand_written/frames_per_s"] / value, 4)
     figures["load_average/before"], figures["load_average/after"] = before, load_average()
-    command = "python -m benchmarks.pong_training_parts" + (" --quick" if args.quick else "") + (
-        f" --rounds {args.rounds}" if args.rounds else "") + (
-        f" --rollout-steps {args.rollout_steps}" if args.rollout_steps != ROLLOUT_STEPS else "")
-    publish("pong_training_parts", figures, command)
+    command = "python -m benchmarks.training_parts" + (f" --env {args.env}" if args.env != "pong" else "") + (
+        " --quick" if args.quick else "") + (f" --rounds {args.rounds}" if args.rounds else "") + (
+        f" --rollout-steps {args.rollout_steps}" if args.rollout_steps else "")
+    publish("training_parts", figures, command)
 
 
 if __name__ == "__main__":
