@@ -24,7 +24,8 @@ update, each timed apart (``ceiling/frames_per_s``); rlrun's step against it is 
 they run with warm caches; a loop that alternates them pays more (each evicts the other's data: on Pong the Nature
 CNN's 6.4 MB of weights and 8 emulators), so (b) + (e), ``hand_written/frames_per_s``, is what plain code reaches,
 and rlrun's step against it is ``fraction_of_hand_written``. The process runs on one core (one torch thread, the env
-copies in it), so frames/s is also frames per CPU-second. On Pong, given a peers record with Sample Factory's
+copies in it), so frames/s is also frames per CPU-second. Each timed block is one call on Pong and the mean of 20 on
+CartPole (a training step there takes ~15 ms); medians over rounds. On Pong, given a peers record with Sample Factory's
 ``pong_training`` frames per CPU-second (``--peers-record``; default: the newest one in benchmarks/results), the
 three are set against it: ``ratio/ceiling_over_sample_factory`` says how far "2x Sample Factory per core at equal
 settings" (issue #19) is within reach of any runner built on the same env and torch kernels. That ratio compares
@@ -121,17 +122,20 @@ class Parts:
         self.forward()
         self.hand_written()
 
-    def step(self) -> tuple[float, float]:
-        """(training step s, of which update s)."""
+    def step(self, repeats: int = 1) -> tuple[float, float]:
+        """(training step s, of which update s), each the mean over ``repeats`` steps."""
         self.update_s = 0.0
         start = time.perf_counter()
-        self.plan.training_step()
-        return time.perf_counter() - start, self.update_s
+        for _ in range(repeats):
+            self.plan.training_step()
+        return (time.perf_counter() - start) / repeats, self.update_s / repeats
 
-    def timed(self, fn: Any) -> float:
+    def timed(self, fn: Any, repeats: int = 1) -> float:
+        """Seconds per call of ``fn``, the mean over ``repeats`` calls."""
         start = time.perf_counter()
-        fn()
-        return time.perf_counter() - start
+        for _ in range(repeats):
+            fn()
+        return (time.perf_counter() - start) / repeats
 
     def raw_env(self) -> None:
         for a in self.actions:
@@ -161,8 +165,12 @@ class Parts:
         self.plan.stop()
 
 
+REPEATS = {"pong": 1, "cartpole": 20}  # calls per timed block: a CartPole training step takes ~15 ms
+
+
 def measure(rounds: int, env: str = "pong", rollout_steps: int | None = None) -> dict[str, Any]:
     parts = Parts(env, rollout_steps)
+    reps = REPEATS[env]
     rows: dict[str, list[float]] = {k: [] for k in ("step", "update", "acting", "bare_update", "raw_env",
                                                     "bare_forward", "hand_written_acting")}
     try:
@@ -170,24 +178,24 @@ def measure(rounds: int, env: str = "pong", rollout_steps: int | None = None) ->
             order = ["rlrun", "bare_update", "raw_env", "bare_forward", "hand_written_acting"]
             for name in order[r % len(order):] + order[:r % len(order)]:  # rotated so drift hits all alike
                 if name == "rlrun":
-                    step, update = parts.step()
+                    step, update = parts.step(reps)
                     rows["step"].append(step)
                     rows["update"].append(update)
                     rows["acting"].append(step - update)
                 elif name == "bare_update":
-                    rows["bare_update"].append(parts.timed(parts.bare_update))
+                    rows["bare_update"].append(parts.timed(parts.bare_update, reps))
                 elif name == "raw_env":
-                    rows["raw_env"].append(parts.timed(parts.raw_env))
+                    rows["raw_env"].append(parts.timed(parts.raw_env, reps))
                 elif name == "hand_written_acting":
-                    rows["hand_written_acting"].append(parts.timed(parts.hand_written))
+                    rows["hand_written_acting"].append(parts.timed(parts.hand_written, reps))
                 else:
-                    rows["bare_forward"].append(parts.timed(parts.forward))
+                    rows["bare_forward"].append(parts.timed(parts.forward, reps))
     finally:
         parts.close()
     med = {k: statistics.median(v) for k, v in rows.items()}
     ceiling_s = med["bare_update"] + med["raw_env"] + med["bare_forward"]
     figures: dict[str, Any] = {"env": env, "frames_per_step": parts.frames, "rollout_steps": parts.T,
-                               "rounds": rounds}
+                               "rounds": rounds, "repeats_per_block": reps}
     for k, v in med.items():
         key = {"step": "rlrun/step_s", "update": "rlrun/update_s", "acting": "rlrun/acting_s"}.get(k, f"parts/{k}_s")
         figures[key] = round(v, 4)
