@@ -18,6 +18,17 @@ Baseline file::
 ``sources`` says which run each benchmark's entries come from: ``rlrun-bench ci --only X --update-baseline``
 rewrites X's entries and moves X to a source of its own, the others keep theirs. (A baseline written before
 sources were per benchmark has one ``source`` for all; it is read as that.)
+
+Per CPU: this machine class is not always the same CPU, and some ratios move with it (a peer whose time is mostly
+Python against rlrun's torch kernels: CleanRL / rlrun on CartPole was 7.7 on Intel Xeon cores and 4.7 on AMD EPYC
+ones, the same code). So the file may hold, beside the entries above (the default), a section per CPU model::
+
+    "by_cpu": {"<hardware.cpu>": {"sources": [...], "benchmarks": {"<benchmark>": {...}}}}
+
+A run is compared with its CPU's entries of a benchmark where that section has them, else with the default ones
+(a finding then names both CPUs). ``--update-baseline`` writes a benchmark's entries into the default when the
+default's entries of it come from the same CPU (or from a source that names none, or there are none yet), and
+into the run CPU's section otherwise: a run on another CPU never moves the default.
 """
 
 from __future__ import annotations
@@ -42,6 +53,10 @@ class Finding:
     baseline: float
     current: float | None
     tolerance: float
+    baseline_cpu: str | None = None
+    """The CPU of the run the baseline entry comes from (when its source names one)."""
+    run_cpu: str | None = None
+    """The CPU of this run."""
 
     @property
     def floor(self) -> float:
@@ -55,11 +70,20 @@ class Finding:
             return None
         return self.current / self.baseline - 1.0
 
+    @property
+    def other_cpu(self) -> bool:
+        """The baseline entry was measured on another CPU than this run's."""
+        return bool(self.baseline_cpu and self.run_cpu and self.baseline_cpu != self.run_cpu)
+
     def line(self) -> str:
         if self.current is None:
             return f"{self.benchmark} {self.figure}: missing (baseline {self.baseline:.3f})"
-        return (f"{self.benchmark} {self.figure}: {self.current:.3f} vs baseline {self.baseline:.3f} "
+        text = (f"{self.benchmark} {self.figure}: {self.current:.3f} vs baseline {self.baseline:.3f} "
                 f"({self.change:+.1%}; allowed down to {self.floor:.3f}, tolerance {self.tolerance:.0%})")
+        if self.other_cpu:
+            text += (f"; the baseline was measured on {self.baseline_cpu}, this run on {self.run_cpu} (rlrun-bench ci "
+                     f"--only {self.benchmark} --update-baseline here records this CPU's own entries)")
+        return text
 
 
 @dataclass
@@ -109,12 +133,14 @@ def compare(records: list[dict[str, Any]], baseline: dict[str, Any],
             continue
         name = record["benchmark"]
         figures = numeric_figures(record["figures"])
-        entries = baseline.get("benchmarks", {}).get(name, {})
+        run_cpu = cpu_of(record)
+        entries, baseline_cpu = entries_for(baseline, name, run_cpu)
         for figure, entry in sorted(entries.items()):
             if not is_same_run_ratio(figure):
                 result.ignored.append(f"{name} {figure}")
                 continue
-            finding = Finding(name, figure, float(entry["value"]), figures.get(figure), float(entry["tolerance"]))
+            finding = Finding(name, figure, float(entry["value"]), figures.get(figure), float(entry["tolerance"]),
+                              baseline_cpu, run_cpu)
             if finding.current is None:
                 result.missing.append(finding)
             elif finding.current < finding.floor:
@@ -126,34 +152,75 @@ def compare(records: list[dict[str, Any]], baseline: dict[str, Any],
     return result
 
 
+def cpu_of(record: dict[str, Any]) -> str | None:
+    """The CPU model a record (or a source) names in its ``hardware``, if any."""
+    hardware = record.get("hardware")
+    cpu = hardware.get("cpu") if isinstance(hardware, dict) else None
+    return str(cpu) if cpu else None
+
+
+def source_cpu(section: dict[str, Any], benchmark: str) -> str | None:
+    """The CPU of the run a section's (the default's, or one CPU's) entries of ``benchmark`` come from."""
+    for s in sources_of(section):
+        if benchmark in s.get("benchmarks", []):
+            return cpu_of(s)
+    return None
+
+
+def entries_for(baseline: dict[str, Any], benchmark: str, cpu: str | None) -> tuple[dict[str, Any], str | None]:
+    """``(entries, the CPU they were measured on)`` to compare a run of ``benchmark`` on ``cpu`` with: that CPU's
+    section's where it has them, else the default's (module docstring)."""
+    own = baseline.get("by_cpu", {}).get(cpu, {}) if cpu else {}
+    if benchmark in own.get("benchmarks", {}):
+        return own["benchmarks"][benchmark], cpu
+    return baseline.get("benchmarks", {}).get(benchmark, {}), source_cpu(baseline, benchmark)
+
+
 def updated_baseline(baseline: dict[str, Any], records: list[dict[str, Any]], tolerance_of: Callable[[str, str], float],
                      source: dict[str, Any] | None = None,
                      compared: Callable[[str, str], bool] = lambda benchmark, figure: True) -> dict[str, Any]:
     """The baseline with every successful benchmark's entries replaced by this run's ratio figures (those that
-    ``compared(benchmark, figure)`` selects; absolute figures never).
+    ``compared(benchmark, figure)`` selects; absolute figures never), in the default section or in the run CPU's
+    (module docstring).
 
-    A figure keeps the tolerance it had in the baseline (someone may have tuned it); a new figure gets
-    ``tolerance_of(benchmark, figure)``. Benchmarks that failed or did not run keep their old entries and their
-    source; the rewritten ones get ``source`` (this run's command, result file, hardware and load).
+    A figure keeps the tolerance it had in the entries it replaces (someone may have tuned it; a CPU's new section
+    starts from the default's); a new figure gets ``tolerance_of(benchmark, figure)``. Benchmarks that failed or did
+    not run keep their old entries and their source; the rewritten ones get ``source`` (this run's command, result
+    file, hardware and load).
     """
+    source = source or {}
     benchmarks = {k: dict(v) for k, v in baseline.get("benchmarks", {}).items()}
+    by_cpu = {cpu: {"sources": sources_of(sec),
+                    "benchmarks": {k: dict(v) for k, v in sec.get("benchmarks", {}).items()}}
+              for cpu, sec in baseline.get("by_cpu", {}).items()}
     rewritten: list[str] = []
+    rewritten_by_cpu: dict[str, list[str]] = {}
     for record in records:
         if record.get("status", "ok") != "ok":
             continue
         name = record["benchmark"]
-        old = benchmarks.get(name, {})
+        cpu = cpu_of(source) if source else cpu_of(record)  # the run's: the source names its hardware
+        default_cpu = source_cpu(baseline, name)
+        own_section = bool(cpu and name in benchmarks and default_cpu and default_cpu != cpu)
+        target = by_cpu.setdefault(cpu, {"sources": [], "benchmarks": {}})["benchmarks"] if own_section \
+            else benchmarks
+        old = target.get(name) or benchmarks.get(name, {})
         new = {}
         for figure, value in sorted(numeric_figures(record["figures"]).items()):
             if not is_same_run_ratio(figure) or not compared(name, figure):
                 continue
             tol = old[figure]["tolerance"] if figure in old else tolerance_of(name, figure)
             new[figure] = {"value": round(value, 4), "tolerance": tol}
-        benchmarks[name] = new
-        rewritten.append(name)
-    return {"about": ABOUT, "updated": dt.datetime.now(dt.timezone.utc).date().isoformat(),
-            "sources": _sources_after(baseline, rewritten, source or {}),
-            "benchmarks": dict(sorted(benchmarks.items()))}
+        target[name] = new
+        (rewritten_by_cpu.setdefault(cpu, []) if own_section else rewritten).append(name)
+    out = {"about": ABOUT, "updated": dt.datetime.now(dt.timezone.utc).date().isoformat(),
+           "sources": _sources_after(baseline, rewritten, source),
+           "benchmarks": dict(sorted(benchmarks.items()))}
+    if by_cpu:
+        out["by_cpu"] = {cpu: {"sources": _sources_after(sec, rewritten_by_cpu.get(cpu, []), source),
+                               "benchmarks": dict(sorted(sec["benchmarks"].items()))}
+                         for cpu, sec in sorted(by_cpu.items())}
+    return out
 
 
 def sources_of(baseline: dict[str, Any]) -> list[dict[str, Any]]:

@@ -180,7 +180,7 @@ def run_suite(jobs: list[tuple[Benchmark, Sequence[str]]], suite: str, command: 
                 print(f"[{name}] a ratio fell below the baseline's tolerance: running it once more to confirm",
                       flush=True)
             records[i] = _better_of(records[i], run_benchmark(bench, args, results, timeout_s, extra_env, cwd, echo),
-                                    baseline.get("benchmarks", {}).get(name, {}))
+                                    bl.entries_for(baseline, name, bl.cpu_of(records[i]))[0])
         comparison = bl.compare(records, baseline, compared)
     data: dict[str, Any] = {"schema": SCHEMA, "suite": suite, "command": command, "hardware": hardware, "date": date,
                             "wall_time_s": round(time.perf_counter() - start, 1),

@@ -129,7 +129,7 @@ def test_a_partial_update_moves_only_the_benchmarks_that_ran_to_the_new_source()
     base = {**baseline_of({"a": {"ratio/x": (1.0, 0.3)}, "b": {"ratio/y": (0.9, 0.2)}, "c": {"ratio/z": (0.5, 0.2)}}),
             "source": old_run}
     assert bl.sources_of(base) == [{"benchmarks": ["a", "b", "c"], **old_run}]
-    first = {"command": "rlrun-bench ci --only a --update-baseline", "hardware": {"cpu": "Intel Xeon"}}
+    first = {"command": "rlrun-bench ci --only a --update-baseline", "hardware": {"cpu": "AMD EPYC"}}
     new = bl.updated_baseline(base, [record("a", {"ratio/x": 0.8})], lambda b, f: 0.25, source=first)
     assert "source" not in new
     assert new["sources"] == [{"benchmarks": ["b", "c"], **old_run}, {"benchmarks": ["a"], **first}]
@@ -140,15 +140,53 @@ def test_a_partial_update_moves_only_the_benchmarks_that_ran_to_the_new_source()
     assert again["benchmarks"]["a"]["ratio/x"]["value"] == 0.8 and again["benchmarks"]["c"]["ratio/z"]["value"] == 0.5
 
 
+def test_a_run_on_another_cpu_gets_entries_of_its_own_and_is_compared_with_them() -> None:
+    """The default entries of ``a`` come from an AMD EPYC run. An update on Intel Xeon cores writes a Xeon section
+    (the default untouched, tolerances taken from it); then a Xeon run is compared with the Xeon entries, an EPYC
+    run with the default ones, and a run on a third CPU with the default ones, its finding naming both CPUs. An
+    update on the EPYC cores rewrites the default again."""
+    epyc, xeon = {"cpu": "AMD EPYC"}, {"cpu": "Intel Xeon"}
+    base = {**baseline_of({"a": {"ratio/x": (4.7, 0.35)}}), "sources": [{"benchmarks": ["a"], "hardware": epyc}]}
+
+    def run(cpu: str, value: float) -> dict:
+        return {**record("a", {"ratio/x": value}), "hardware": {"cpu": cpu}}
+
+    new = bl.updated_baseline(base, [run("Intel Xeon", 7.7)], lambda b, f: 0.2,
+                              source={"command": "rlrun-bench ci --only a --update-baseline", "hardware": xeon})
+    assert new["benchmarks"] == base["benchmarks"] and new["sources"] == base["sources"]
+    assert new["by_cpu"]["Intel Xeon"]["benchmarks"] == {"a": {"ratio/x": {"value": 7.7, "tolerance": 0.35}}}
+    assert new["by_cpu"]["Intel Xeon"]["sources"] == [{"benchmarks": ["a"], "command":
+                                                       "rlrun-bench ci --only a --update-baseline", "hardware": xeon}]
+    assert bl.entries_for(new, "a", "Intel Xeon") == ({"ratio/x": {"value": 7.7, "tolerance": 0.35}}, "Intel Xeon")
+    assert bl.entries_for(new, "a", "AMD EPYC") == ({"ratio/x": {"value": 4.7, "tolerance": 0.35}}, "AMD EPYC")
+
+    on_xeon = bl.compare([run("Intel Xeon", 4.8)], new)  # fine on EPYC, a fall on the Xeon
+    [fell] = on_xeon.fell
+    assert fell.baseline == 7.7 and not fell.other_cpu and "measured on" not in fell.line()
+    assert bl.compare([run("AMD EPYC", 4.8)], new).ok
+    [other] = bl.compare([run("Some ARM", 2.0)], new).fell
+    assert other.baseline == 4.7 and other.other_cpu
+    assert "measured on AMD EPYC, this run on Some ARM" in other.line() and "--only a --update-baseline" in other.line()
+
+    again = bl.updated_baseline(new, [run("AMD EPYC", 5.0)], lambda b, f: 0.2, source={"hardware": epyc})
+    assert again["benchmarks"]["a"]["ratio/x"]["value"] == 5.0
+    assert again["by_cpu"]["Intel Xeon"] == new["by_cpu"]["Intel Xeon"]
+
+
 def test_the_committed_baseline_holds_only_ratios_with_tolerances() -> None:
     base = bl.load_baseline(ROOT / "benchmarks" / "baseline.json")
     names = by_name()
     assert base["benchmarks"], "benchmarks/baseline.json is empty: run rlrun-bench ci --update-baseline"
-    for bench, figures in base["benchmarks"].items():
-        assert bench in names
-        for figure, entry in figures.items():
-            assert is_same_run_ratio(figure), figure
-            assert 0 < entry["tolerance"] < 1 and entry["value"] > 0
+    sections = [base, *base.get("by_cpu", {}).values()]
+    for section in sections:
+        for bench, figures in section["benchmarks"].items():
+            assert bench in names
+            assert bl.source_cpu(section, bench), f"{bench}: no source names the CPU its entries come from"
+            for figure, entry in figures.items():
+                assert is_same_run_ratio(figure), figure
+                assert 0 < entry["tolerance"] < 1 and entry["value"] > 0
+    for cpu, section in base.get("by_cpu", {}).items():  # a CPU's section holds runs on that CPU only
+        assert all(bl.cpu_of(s) == cpu for s in bl.sources_of(section)), cpu
 
 
 # ---------------------------------------------------------------------------------------------- schema
