@@ -38,7 +38,6 @@ two runs (the peers record's and this one), so both records name their machine.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -48,6 +47,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import load_average, publish, results_dir
+from benchmarks.records import flatten_figures, read_records
 
 ENVS = ("pong", "cartpole")
 PONG_ROLLOUT_STEPS = 128  # the peers task's; a test runs the same path with fewer (--rollout-steps)
@@ -71,14 +71,21 @@ SF_KEY = "pong_training/sample_factory/frames_per_cpu_s"
 
 
 def sample_factory_per_cpu_s(path: Path | None) -> tuple[float, str] | None:
-    """Sample Factory's Pong training frames per CPU-second from a peers record (the newest one holding it when
-    ``path`` is None): ``(value, file name)``, or None when there is none."""
+    """Sample Factory's Pong training frames per CPU-second from a peers result file (a record or a suite file; the
+    newest one holding it when ``path`` is None, files that are not results skipped): ``(value, file name)``, or
+    None when there is none."""
     candidates = [path] if path is not None else sorted(results_dir().glob("*-peers*.json"), reverse=True)
     for candidate in candidates:
-        record = json.loads(Path(candidate).read_text())
-        for figures in [r.get("figures", {}) for r in record.get("results", [])] + [record.get("figures", {})]:
-            if isinstance(figures.get(SF_KEY), (int, float)):
-                return float(figures[SF_KEY]), Path(candidate).name
+        try:
+            records = read_records(candidate)
+        except ValueError:  # SchemaError, or not JSON
+            if path is not None:
+                raise
+            continue
+        for record in records:
+            value = flatten_figures(record["figures"]).get(SF_KEY)
+            if isinstance(value, (int, float)):
+                return float(value), Path(candidate).name
     return None
 
 
@@ -158,7 +165,7 @@ class Parts:
                 actions.append(a)
                 o = self.env.step(a)[0]
             self.last_obs = o
-        np.stack(obs), np.stack(actions)
+        self.rollout = (np.stack(obs), np.stack(actions))  # the arrays a script hands its update
 
     def close(self) -> None:
         self.env.close()
@@ -245,7 +252,7 @@ def main() -> None:
         figures["ratio/ceiling_over_sample_factory"] = round(figures["ceiling/frames_per_s"] / value, 4)
         figures["ratio/rlrun_over_sample_factory"] = round(figures["rlrun/frames_per_s"] / value, 4)
         figures["ratio/hand_written_over_sample_factory"] = round(figures["hand_written/frames_per_s"] / value, 4)
-    figures["load_average/before"], figures["load_average/after"] = before, load_average()
+    figures["load_average/before"] = before  # the record's own load_average is the one at its end
     command = "python -m benchmarks.training_parts" + (f" --env {args.env}" if args.env != "pong" else "") + (
         " --quick" if args.quick else "") + (f" --rounds {args.rounds}" if args.rounds else "") + (
         f" --rollout-steps {args.rollout_steps}" if args.rollout_steps else "")

@@ -393,7 +393,7 @@ def test_training_parts_set_rlrun_beside_the_ceiling_on_pong(tmp_path: Path) -> 
     written (a peers record is there to be found)."""
     pytest.importorskip("ale_py")
     (tmp_path / "2026-01-02-bbbbbbb-peers.json").write_text(json.dumps(
-        {"figures": {"pong_training/sample_factory/frames_per_cpu_s": 1000.0}}))
+        record("peers", {"pong_training/sample_factory/frames_per_cpu_s": 1000.0})))
     out = tmp_path / "record.json"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.training_parts", "--rounds", "1",
                            "--rollout-steps", "32"], cwd=ROOT,
@@ -431,16 +431,18 @@ def test_training_parts_on_cartpole_run_the_ppo_preset_beside_its_parts() -> Non
 
 def test_training_parts_read_sample_factory_from_the_newest_peers_record(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sample Factory's Pong training frames per CPU-second: from the newest peers record holding it (a runner's
-    record, ``results[].figures``, or a bare one, ``figures``), or from the record named; None without one."""
+    """Sample Factory's Pong training frames per CPU-second: from the newest peers result file holding it (a
+    runner's suite file or a standalone record; a file that is not a result is skipped), or from the one named;
+    None without one."""
     from benchmarks.training_parts import sample_factory_per_cpu_s
 
     monkeypatch.setenv("RLRUN_BENCH_RESULTS", str(tmp_path))
     assert sample_factory_per_cpu_s(None) is None
     key = "pong_training/sample_factory/frames_per_cpu_s"
-    (tmp_path / "2026-01-01-aaaaaaa-peers.json").write_text(json.dumps({"figures": {key: 500.0}}))
-    (tmp_path / "2026-01-02-bbbbbbb-peers.json").write_text(json.dumps({"results": [{"figures": {key: 1000.0}}]}))
-    (tmp_path / "2026-01-03-ccccccc-peers.json").write_text(json.dumps({"figures": {"cartpole_ppo/sb3/x": 1.0}}))
+    (tmp_path / "2026-01-01-aaaaaaa-peers.json").write_text(json.dumps(record("peers", {key: 500.0})))
+    (tmp_path / "2026-01-02-bbbbbbb-peers.json").write_text(json.dumps(suite_data([record("peers", {key: 1000.0})])))
+    (tmp_path / "2026-01-03-ccccccc-peers.json").write_text(json.dumps(record("peers", {"cartpole_ppo/sb3/x": 1.0})))
+    (tmp_path / "2026-01-04-ddddddd-peers.json").write_text(json.dumps({"figures": {key: 1.0}}))  # not a record
     assert sample_factory_per_cpu_s(None) == (1000.0, "2026-01-02-bbbbbbb-peers.json")
     assert sample_factory_per_cpu_s(tmp_path / "2026-01-01-aaaaaaa-peers.json") == (500.0,
                                                                                    "2026-01-01-aaaaaaa-peers.json")

@@ -282,8 +282,6 @@ class ApeX(ThreadedLearner, Algorithm):
         self.since_sync = [0] * self.workers.num_workers  # env steps each worker sampled since its last sync
         self.learner: LearnerThread | None = None
         self.batches_issued = 0  # replay batches handed to the learner thread (thread mode)
-        self.last_update_metrics: dict[str, float] = {}  # thread mode: the mean TD loss of the last step whose
-        # updates finished, reported with every step until newer ones replace it (as IMPALA's thread mode does)
         if cfg.learner == "thread":
             self.published = self.agent.get_weights()  # what actors copy: the learner's last published weights
             self.learner = LearnerThread(self._learn, max_queue=cfg.learner_queue, publish=self._publish)
@@ -356,9 +354,7 @@ class ApeX(ThreadedLearner, Algorithm):
             self.replay.update_priorities(shard, indices, td_error)
             losses.append(loss)
         self.gradient_steps += len(losses)
-        if losses:
-            self.last_update_metrics = {"loss/td": float(torch.stack(losses).mean())}
-        result.metrics.update(self.last_update_metrics)
+        self._report_latest_update(result, {"loss/td": float(torch.stack(losses).mean())} if losses else None)
         result.metrics.update(self.learner.metrics())
         result.metrics["learn/gradient_steps"] = self.gradient_steps
         result.metrics["replay/ratio"] = self.gradient_steps * self.cfg.batch_size / max(self.env_steps, 1)

@@ -97,9 +97,19 @@ class ThreadedLearner:
     ``_synced_after_load()`` sends the restored weights to the workers in sync mode (default: nothing to do)."""
 
     learner: Any = None
+    last_update_metrics: dict[str, float] = {}  # replaced, never changed in place (see _report_latest_update)
 
     def _publish(self) -> None:
         self.published = self.agent.get_weights()
+
+    def _report_latest_update(self, result: Any, finished: dict[str, float] | None) -> None:
+        """Thread mode: put the metrics of the learner's latest update (loss terms, policy lag) into ``result``.
+        ``finished``: those of the updates that finished during this training step, or None when none did; the
+        last ones given are reported with every step until newer ones replace them, so a report (which falls on
+        whichever step its interval ends at) never lacks them once the learner has updated."""
+        if finished is not None:
+            self.last_update_metrics = dict(finished)
+        result.metrics.update(self.last_update_metrics)
 
     def state_dict(self) -> dict[str, Any]:
         if self.learner is None:

@@ -395,10 +395,6 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         if thread:
             self.published = self.agent.get_weights()  # what workers copy: the weights after the last update
             self.learner = LearnerThread(self._learn_on, max_queue=cfg.learner_queue, publish=self._publish)
-        self.last_update_metrics: dict[str, float] = {}
-        """Thread mode: the loss terms and policy lag of the learner's latest update, reported with every training
-        step until a newer update replaces them (a step during which no update finished still reports them, so a
-        report never lacks them once the learner has updated, however reports and updates interleave)."""
         self.timer = executor.timer
         # Worker batches (of num_envs_per_worker env-copy unrolls each) per learner update, rounded up.
         # (``rlrun eval``/``export`` restore the plan with an executor that has no workers: 1 there.)
@@ -433,16 +429,16 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         self._take_unrolls(result, queue_them)
         self.env_steps += result.env_steps
         infos = [info for _, info in self.learner.drain()]
+        finished = None
         if infos:
             info = infos[-1]
             self.gradient_steps += sum(int(i.pop("gradient_steps", 1)) for i in infos)
             lag_mean, lag_max = info.pop("lags")
             renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
-            self.last_update_metrics = {renamed.get(k, k): float(v) for k, v in info.items()
-                                        if k != "gradient_steps"}
-            self.last_update_metrics["learn/policy_lag_mean"] = lag_mean
-            self.last_update_metrics["learn/policy_lag_max"] = lag_max
-        result.metrics.update(self.last_update_metrics)
+            finished = {renamed.get(k, k): float(v) for k, v in info.items() if k != "gradient_steps"}
+            finished["learn/policy_lag_mean"] = lag_mean
+            finished["learn/policy_lag_max"] = lag_max
+        self._report_latest_update(result, finished)
         result.metrics.update(self.learner.metrics())
         result.metrics["learn/updates"] = self.updates
         result.metrics["learn/gradient_steps"] = self.gradient_steps
