@@ -93,7 +93,8 @@ CLEANRL_DQN_CLASSIC = ("algo.lr=2.5e-4", "algo.buffer_size=10000", "algo.gamma=0
 CLEANRL_PPO_CLASSIC = ("algo.lr=2.5e-4", "algo.anneal_lr=true", "algo.gamma=0.99", "algo.gae_lambda=0.95",
                        "algo.rollout_steps=128", "algo.num_epochs=4", "algo.minibatch_size=128",
                        "algo.clip_eps=0.2", "algo.anneal_clip=false", "algo.vf_clip_eps=0.2", "algo.ent_coef=0.01",
-                       "algo.vf_coef=0.5", "algo.max_grad_norm=0.5", "executor.num_envs=4")
+                       "algo.vf_coef=0.5", "algo.max_grad_norm=0.5", "executor.num_envs=4",
+                       "env.vectorization=copies")  # CleanRL's SyncVectorEnv of env copies
 
 # CleanRL sac_continuous_action.py beside the preset (the SAC paper's Table 1): its q_lr 1e-3 drives both the critics'
 # and the temperature's Adam (policy_lr 3e-4 as the paper). Its policy_frequency 2 takes two actor steps every second

@@ -30,8 +30,7 @@ from rlrun.schema import Declared, check_declared, key
 
 # ---------------------------------------------------------------- env
 
-VECTORIZATIONS = ("copies", "vector_entry_point")
-VECTOR_ENTRY_MODES = ("sync", "serial")  # the executor.vector_modes that can step env.vectorization=vector_entry_point
+VECTORIZATIONS = ("copies", "vector_entry_point", "auto")
 
 
 @dataclass
@@ -54,14 +53,19 @@ class GymEnvConfig(Declared):
     SyncVectorEnv or AsyncVectorEnv as executor.vector_mode says) | vector_entry_point (the id's own numpy-batched
     vector env that gymnasium registers, CartPole-v0/v1's CartPoleVectorEnv; ~2.5x faster per step, same
     dynamics and time limit, same-step autoreset; executor.vector_mode=sync or serial only; one random generator
-    for all copies, so the same seed gives other trajectories than copies)."""
+    for all copies, so the same seed gives other trajectories than copies) | auto (vector_entry_point where the
+    id has one rlrun steps and executor.vector_mode is sync or serial, copies otherwise; PPO's CartPole preset)."""
 
 
 def check_vectorization(vectorization: str, vector_mode: str | None) -> None:
     """env.vectorization=vector_entry_point steps a worker's copies as one object in the worker's own process, so
     executor.vector_mode must be one that keeps them there (sync, serial); ConfigError otherwise. ``validate`` calls
     it for a composed config, ``GymEnvFactory.make_vector`` for the mode a worker asks for."""
-    if vectorization == "vector_entry_point" and vector_mode is not None and vector_mode not in VECTOR_ENTRY_MODES:
+    if vectorization != "vector_entry_point" or vector_mode is None:
+        return  # auto steps copies where the mode cannot step the batched env (GymEnvFactory.make_vector)
+    from rlrun.envs.vector_entry_point import VECTOR_ENTRY_MODES  # imports gymnasium: only where it is chosen
+
+    if vector_mode not in VECTOR_ENTRY_MODES:
         raise ConfigError(f"env.vectorization=vector_entry_point with executor.vector_mode={vector_mode}: the env's "
                           f"own vectorised implementation steps all of a worker's copies in the worker's process; "
                           f"use executor.vector_mode={' or '.join(VECTOR_ENTRY_MODES)}, or env.vectorization=copies.")

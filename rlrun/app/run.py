@@ -447,6 +447,9 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
 def write_protocol_card(run_dir: Path, env_factory: Any, cfg: DictConfig) -> dict[str, Any]:
     """``<run dir>/protocol.json``: the env factory's protocol card with the run's seed and return window."""
     card = dict(env_factory.protocol_card()) if hasattr(env_factory, "protocol_card") else {"env_id": str(cfg.env.id)}
+    vectorization_for = getattr(env_factory, "vectorization_for", None)
+    if vectorization_for is not None and "vectorization" in card:  # env.vectorization=auto, in this run's vector mode
+        card["vectorization"] = vectorization_for(str(cfg.executor.get("vector_mode") or "sync"))
     card.update(seed=int(cfg.seed), return_window_episodes=int(cfg.return_window))
     tmp = run_dir / "protocol.json.tmp"
     tmp.write_text(json.dumps(card, indent=2, sort_keys=True, default=str) + "\n")

@@ -11,7 +11,7 @@ import gymnasium as gym
 
 from rlrun import spaces as sp
 from rlrun.envs.protocol import gym_card
-from rlrun.envs.vector_entry_point import adapter_for, make_same_step
+from rlrun.envs.vector_entry_point import VECTOR_ENTRY_MODES, adapter_for, can_adapt, make_same_step
 from rlrun.errors import ConfigError
 
 
@@ -34,8 +34,10 @@ class GymEnvFactory:
 
     ``cfg.vectorization``: copies (default: one env object per copy in gymnasium's Sync/AsyncVectorEnv) |
     vector_entry_point (the id's own batched vector env, adapted to SAME_STEP autoreset:
-    rlrun/envs/vector_entry_point.py; refused here, before anything starts, for an id that has none). The choices
-    are declared and checked with the schema (``rlrun.config.GymEnvConfig``).
+    rlrun/envs/vector_entry_point.py; refused here, before anything starts, for an id that has none) | auto (the
+    batched env where the id has one rlrun adapts and the vector mode keeps the copies in the worker's process;
+    copies otherwise). The choices are declared and checked with the schema
+    (``rlrun.config.GymEnvConfig``).
     """
 
     def __init__(self, cfg: Any) -> None:
@@ -44,11 +46,20 @@ class GymEnvFactory:
         self.vectorization = str(getattr(cfg, "vectorization", None) or "copies")
         if self.vectorization == "vector_entry_point":
             adapter_for(self.registered_id)  # a ConfigError for an id without one
+        self.batched = self.vectorization == "vector_entry_point" or (
+            self.vectorization == "auto" and can_adapt(self.registered_id))
         probe = self.make()
         self.spec = EnvSpec(cfg.id, probe.observation_space, probe.action_space, int(cfg.frame_skip))
         probe.close()
-        if self.vectorization == "vector_entry_point":
+        if self.batched:
             self.make_vector(1).close()  # a ConfigError for kwargs its constructor does not take
+
+    def vectorization_for(self, mode: str) -> str:
+        """What steps a worker's copies in vector mode ``mode``: vector_entry_point (the id's batched env) or
+        copies."""
+        if self.batched and (self.vectorization == "vector_entry_point" or mode in VECTOR_ENTRY_MODES):
+            return "vector_entry_point"
+        return "copies"
 
     def make(self, evaluation: bool = False) -> gym.Env:
         """One env copy. ``evaluation`` is accepted for a uniform factory interface (the Atari factory drops its
@@ -64,7 +75,7 @@ class GymEnvFactory:
     def make_vector(self, num_envs: int, mode: str = "sync") -> gym.vector.VectorEnv:
         """``num_envs`` copies stepped together with SAME_STEP autoreset; ``mode``: sync (in this process) | async
         (a subprocess per copy; not with ``env.vectorization=vector_entry_point``)."""
-        if self.vectorization == "vector_entry_point":
+        if self.vectorization_for(mode) == "vector_entry_point":
             from rlrun.config import check_vectorization  # loads Hydra: only where this option is chosen
 
             check_vectorization(self.vectorization, mode)
@@ -86,7 +97,7 @@ class GymEnvFactory:
             limit: int | None = int(self.cfg.max_episode_steps)
         else:
             limit = gym.registry[self.registered_id].max_episode_steps
-        return gym_card(self.cfg, limit, self.registered_id)
+        return gym_card(self.cfg, limit, self.registered_id, self.vectorization_for("sync"))
 
 
 def registered_id(env_id: str) -> str:

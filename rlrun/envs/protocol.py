@@ -58,17 +58,19 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def gym_card(cfg: Any, max_episode_steps: int | None, registered_id: str | None = None) -> dict[str, Any]:
+def gym_card(cfg: Any, max_episode_steps: int | None, registered_id: str | None = None,
+             vectorization: str | None = None) -> dict[str, Any]:
     """The card of a plain gymnasium env (``env=gym``, e.g. CartPole): its id, time limit and make() kwargs.
 
     ``max_episode_steps`` is the limit the env copies really have (the config's override or the registered one);
-    ``registered_id`` the id in gymnasium's registry (``cfg.id`` less a ``module:`` prefix).
+    ``registered_id`` the id in gymnasium's registry (``cfg.id`` less a ``module:`` prefix); ``vectorization`` what
+    steps the copies (``env.vectorization=auto`` resolved; default: the config's value).
     """
     import gymnasium as gym
 
     card: dict[str, Any] = {
         "env_id": str(cfg.id), "env_factory": "gym", "backend": "gymnasium",
-        "vectorization": str(getattr(cfg, "vectorization", None) or "copies"),
+        "vectorization": vectorization or str(getattr(cfg, "vectorization", None) or "copies"),
         "versions": versions("gymnasium"), "frame_skip": int(cfg.frame_skip),
         "max_episode_steps": max_episode_steps, "env_kwargs": _plain(cfg.kwargs or {}), "units": UNITS,
     }

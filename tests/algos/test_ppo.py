@@ -316,11 +316,12 @@ def test_rejects_other_action_spaces():
 
 
 def test_the_cartpole_preset_applies_the_tuned_settings():
-    """conf/algo_env/ppo_cartpole.yaml: rlrun algo=ppo (env=cartpole, the default) runs 10 epochs at lr 3e-3 on 8 env
-    copies (4 on each of the 2 Ray workers); the schema keeps the zoo's values for other envs; overrides win."""
+    """conf/algo_env/ppo_cartpole.yaml: rlrun algo=ppo (env=cartpole, the default) runs 8 epochs at lr 3e-3 on 8 env
+    copies (4 on each of the 2 Ray workers) stepped by CartPole's batched env (env.vectorization=auto); the schema
+    keeps the zoo's values for other envs; overrides win."""
     cfg = compose(["algo=ppo"])
     assert [cfg.algo.num_epochs, cfg.algo.lr, cfg.algo.rollout_steps, cfg.algo.minibatch_size,
-            cfg.executor.num_envs] == [10, 3e-3, 32, 256, 8]
+            cfg.executor.num_envs, cfg.env.vectorization] == [8, 3e-3, 32, 256, 8, "auto"]
     ray = compose(["algo=ppo", "executor=ray"]).executor
     assert ray.num_workers * ray.num_envs_per_worker == 8
     pendulum = compose(["algo=ppo", "env=pendulum"])

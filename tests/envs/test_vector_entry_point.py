@@ -301,6 +301,48 @@ def test_protocol_card_records_the_vectorization() -> None:
     assert factory(vectorization="copies").protocol_card()["vectorization"] == "copies"
 
 
+def test_auto_steps_the_batched_env_where_it_can_and_copies_elsewhere() -> None:
+    """env.vectorization=auto (PPO's CartPole preset): CartPole ids in a vector mode that keeps the copies in the
+    worker's process get the batched env; an id without an adaptable vector entry point, or a subprocess /
+    pipelined vector mode, gets env copies, without an error."""
+    auto = factory(vectorization="auto")
+    envs = auto.make_vector(4)
+    assert isinstance(envs, CartPoleSameStep)
+    envs.close()
+    for mode in ("sync", "serial", "async", "pipelined"):
+        assert auto.vectorization_for(mode) == ("copies" if mode in ("async", "pipelined") else "vector_entry_point")
+    envs = auto.make_vector(2, "async")
+    assert isinstance(envs, gym.vector.AsyncVectorEnv)
+    envs.close()
+    assert auto.protocol_card()["vectorization"] == "vector_entry_point"
+    for other in (factory("Acrobot-v1", vectorization="auto"), factory("Pendulum-v1", vectorization="auto")):
+        assert other.vectorization_for("sync") == "copies" and other.protocol_card()["vectorization"] == "copies"
+        envs = other.make_vector(2)
+        assert isinstance(envs, gym.vector.SyncVectorEnv)
+        envs.close()
+
+
+def test_auto_is_the_ppo_cartpole_presets_choice_and_composes_with_every_vector_mode() -> None:
+    assert compose(["algo=ppo"]).env.vectorization == "auto"
+    assert compose(["algo=dqn"]).env.vectorization == "copies"
+    assert compose(["algo=ppo", "~algo_env"]).env.vectorization == "copies"
+    for mode in ("sync", "serial", "async", "pipelined"):
+        compose(["algo=ppo", f"executor.vector_mode={mode}"])
+    compose(["algo=ppo", "executor=ray", "executor.vector_mode=async"])
+
+
+def test_a_run_records_what_auto_chose_in_its_vector_mode(tmp_path: Path) -> None:
+    """protocol.json says what stepped the copies: the batched env with the default sync mode, copies with
+    executor.vector_mode=async."""
+    from rlrun.app.run import write_protocol_card
+
+    for mode, expected in (("sync", "vector_entry_point"), ("async", "copies")):
+        cfg = compose(["algo=ppo", f"executor.vector_mode={mode}"])
+        card = write_protocol_card(tmp_path, GymEnvFactory(cfg.env), cfg)
+        assert card["vectorization"] == expected
+        assert json.loads((tmp_path / "protocol.json").read_text())["vectorization"] == expected
+
+
 @pytest.mark.parametrize("override, needle", [
     ("env=pendulum", "Pendulum-v1 registers no vector entry point"),
     ("executor.vector_mode=async", "with executor.vector_mode=async"),
