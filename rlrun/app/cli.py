@@ -57,7 +57,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
             _help()
             return
-        _hydra_entry()
+        from rlrun.app.startup_gc import pause_collection, resume_collection
+
+        pause_collection()  # until the run is built (run_experiment) or a sweep starts: rlrun/app/startup_gc.py
+        try:
+            _hydra_entry()
+        finally:
+            resume_collection()  # where neither did (--cfg job, a config error, a caller's in-process main())
     except SystemExit:
         raise
     except BrokenPipeError:

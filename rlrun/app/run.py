@@ -49,6 +49,7 @@ from rlrun import checkpoint as ckpt
 from rlrun import plain_data
 from rlrun.algos.multiagent import build_plan
 from rlrun.app.periodic_eval import PeriodicEvaluator
+from rlrun.app.startup_gc import resume_collection
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import PlacementError, RlrunError, one_line
@@ -296,6 +297,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     except BaseException:
         executor.stop()
         raise
+    resume_collection()  # the rlrun command's start-up is over (rlrun/app/startup_gc.py)
     loop = RunLoop(cfg, env_factory.spec.frame_skip)
     try:
         write_protocol_card(run_dir, env_factory, cfg)

@@ -124,6 +124,10 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         import logging
 
+        from rlrun.app.startup_gc import resume_collection
+
+        resume_collection()  # a sweep's driver collects as usual (rlrun/app/startup_gc.py)
+
         logging.getLogger("alembic").setLevel(logging.WARNING)  # Optuna's import logs alembic's plugin set-up
         try:
             pin_sweep_dir(config)

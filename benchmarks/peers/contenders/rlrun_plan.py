@@ -10,7 +10,12 @@ from typing import Any
 
 
 def build_plan(overrides: list[str], algo: str, seed: int) -> tuple[Any, Any, Any]:
-    """``(plan, env_factory, cfg)`` of ``rlrun <overrides>``; the caller stops the plan."""
+    """``(plan, env_factory, cfg)`` of ``rlrun <overrides>``; the caller stops the plan. The garbage collector is
+    paused from before torch's import until the plan is built, as the ``rlrun`` command does
+    (rlrun/app/startup_gc.py)."""
+    from rlrun.app.startup_gc import pause_collection, resume_collection
+
+    pause_collection()
     import torch
     from omegaconf import OmegaConf
 
@@ -27,6 +32,7 @@ def build_plan(overrides: list[str], algo: str, seed: int) -> tuple[Any, Any, An
     plan = registry.get("algo", algo)(OmegaConf.to_object(cfg.algo), env_factory.spec, executor,
                                       resolve_device(cfg.device), seed)
     apply_device_strategy(cfg.device, plan)  # device.precision and the rest, as run_experiment applies them
+    resume_collection()
     return plan, env_factory, cfg
 
 
