@@ -174,7 +174,9 @@ def test_rlrun_zoo_runs_the_settings_stable_baselines3_runs() -> None:
             zoo.algo.anneal_lr, zoo.algo.clip_eps, zoo.algo.anneal_clip] == [
         sb3["n_envs"], sb3["n_timesteps"], sb3["n_steps"], sb3["batch_size"], sb3["gae_lambda"], sb3["gamma"],
         sb3["n_epochs"], sb3["ent_coef"], sb3["learning_rate"][1], True, sb3["clip_range"][1], True]
-    assert [tuned.algo.num_epochs, tuned.algo.lr, tuned.executor.num_envs] == [10, 3e-3, 8]  # rlrun's preset
+    assert [tuned.algo.num_epochs, tuned.algo.lr, tuned.executor.num_envs, tuned.env.vectorization] == [
+        8, 3e-3, 8, "auto"]  # rlrun's preset
+    assert zoo.env.vectorization == "copies"  # as SB3's DummyVecEnv: one env object per copy
 
 
 def test_a_published_script_that_differs_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
