@@ -36,8 +36,7 @@ class GymEnvFactory:
     vector_entry_point (the id's own batched vector env, adapted to SAME_STEP autoreset:
     rlrun/envs/vector_entry_point.py; refused here, before anything starts, for an id that has none) | auto (the
     batched env where the id has one rlrun adapts and the vector mode keeps the copies in the worker's process;
-    copies otherwise). The choices are declared and checked with the schema
-    (``rlrun.config.GymEnvConfig``).
+    copies otherwise). The choices are declared and checked with the schema (``rlrun.config.GymEnvConfig``).
     """
 
     def __init__(self, cfg: Any) -> None:
@@ -76,9 +75,10 @@ class GymEnvFactory:
         """``num_envs`` copies stepped together with SAME_STEP autoreset; ``mode``: sync (in this process) | async
         (a subprocess per copy; not with ``env.vectorization=vector_entry_point``)."""
         if self.vectorization_for(mode) == "vector_entry_point":
-            from rlrun.config import check_vectorization  # loads Hydra: only where this option is chosen
+            if self.vectorization == "vector_entry_point":  # chosen, not auto's choice: the mode must suit it
+                from rlrun.config import check_vectorization  # loads Hydra: only where this option is chosen
 
-            check_vectorization(self.vectorization, mode)
+                check_vectorization(self.vectorization, mode)
             kwargs = dict(self.cfg.kwargs or {})
             if self.cfg.max_episode_steps is not None:
                 kwargs["max_episode_steps"] = int(self.cfg.max_episode_steps)
