@@ -110,7 +110,10 @@ def result_files(folder: str | Path) -> list[Path]:
             data = json.loads(p.read_text())
         except (OSError, ValueError):
             return ""
-        return str(data.get("date") or data.get("hardware", {}).get("date") or "")
+        if not isinstance(data, dict):
+            return ""
+        hardware = data.get("hardware")  # a note's hardware may be a sentence, not a fingerprint
+        return str(data.get("date") or (hardware.get("date") if isinstance(hardware, dict) else None) or "")
 
     return sorted(files, key=lambda p: (date(p), p.name))
 

@@ -23,6 +23,8 @@ from benchmarks.records import (
     numeric_figures,
     read_records,
     records_of,
+    result_files,
+    suite_files,
 )
 from benchmarks.report import END, START, MarkerError, replace_between_markers, suite_markdown, update_readme
 from benchmarks.runner import ROOT, run_suite
@@ -234,6 +236,22 @@ def test_suite_files_and_single_records_read_alike() -> None:
     assert records_of(rec) == [rec] and records_of(suite_data([rec])) == [rec]
     with pytest.raises(SchemaError, match="schema"):
         records_of({**suite_data([rec]), "schema": "other/9"})
+
+
+def test_result_files_are_ordered_by_date_and_other_json_files_do_not_stop_the_listing(tmp_path: Path) -> None:
+    """Oldest first by the recorded date; a JSON file that is not a fingerprinted record (a list, a note whose
+    hardware is a sentence, broken JSON) sorts first and is not a suite file."""
+    new, old = suite_data([record("a", {})]), suite_data([record("a", {})])
+    new["date"], old["date"] = "2026-11-28T10:00:00", "2026-11-21T10:00:00"
+    (tmp_path / "b-new.json").write_text(json.dumps(new))
+    (tmp_path / "c-old.json").write_text(json.dumps(old))
+    (tmp_path / "a-note.json").write_text(json.dumps({"hardware": "Intel Xeon, 2 cores", "figures": {}}))
+    (tmp_path / "d-list.json").write_text("[1, 2]")
+    (tmp_path / "e-broken.json").write_text("{")
+    (tmp_path / "baseline.json").write_text("{}")
+    names = [p.name for p in result_files(tmp_path)]
+    assert names[-2:] == ["c-old.json", "b-new.json"] and "baseline.json" not in names and len(names) == 5
+    assert [p.name for p in suite_files(tmp_path)] == ["c-old.json", "b-new.json"]
 
 
 def test_figures_flatten_and_only_finite_numbers_are_logged() -> None:
