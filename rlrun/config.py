@@ -31,6 +31,7 @@ from rlrun.schema import Declared, check_declared, key
 # ---------------------------------------------------------------- env
 
 VECTORIZATIONS = ("copies", "vector_entry_point", "auto")
+VECTOR_ENTRY_MODES = ("sync", "serial")  # the executor.vector_modes that can step env.vectorization=vector_entry_point
 
 
 @dataclass
@@ -62,9 +63,7 @@ def check_vectorization(vectorization: str, vector_mode: str | None) -> None:
     executor.vector_mode must be one that keeps them there (sync, serial); ConfigError otherwise. ``validate`` calls
     it for a composed config, ``GymEnvFactory.make_vector`` for the mode a worker asks for."""
     if vectorization != "vector_entry_point" or vector_mode is None:
-        return  # auto steps copies where the mode cannot step the batched env (GymEnvFactory.make_vector)
-    from rlrun.envs.vector_entry_point import VECTOR_ENTRY_MODES  # imports gymnasium: only where it is chosen
-
+        return  # auto steps copies where the mode cannot step the batched env (GymEnvFactory.vectorization_for)
     if vector_mode not in VECTOR_ENTRY_MODES:
         raise ConfigError(f"env.vectorization=vector_entry_point with executor.vector_mode={vector_mode}: the env's "
                           f"own vectorised implementation steps all of a worker's copies in the worker's process; "

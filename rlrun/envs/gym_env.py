@@ -11,7 +11,7 @@ import gymnasium as gym
 
 from rlrun import spaces as sp
 from rlrun.envs.protocol import gym_card
-from rlrun.envs.vector_entry_point import VECTOR_ENTRY_MODES, adapter_for, can_adapt, make_same_step
+from rlrun.envs.vector_entry_point import adapter_for, can_adapt, make_same_step
 from rlrun.errors import ConfigError
 
 
@@ -56,9 +56,13 @@ class GymEnvFactory:
     def vectorization_for(self, mode: str) -> str:
         """What steps a worker's copies in vector mode ``mode``: vector_entry_point (the id's batched env) or
         copies."""
-        if self.batched and (self.vectorization == "vector_entry_point" or mode in VECTOR_ENTRY_MODES):
+        if not self.batched:
+            return "copies"
+        if self.vectorization == "vector_entry_point":
             return "vector_entry_point"
-        return "copies"
+        from rlrun.config import VECTOR_ENTRY_MODES  # loads Hydra: only where auto found a batched env
+
+        return "vector_entry_point" if mode in VECTOR_ENTRY_MODES else "copies"
 
     def make(self, evaluation: bool = False) -> gym.Env:
         """One env copy. ``evaluation`` is accepted for a uniform factory interface (the Atari factory drops its

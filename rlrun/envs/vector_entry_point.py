@@ -134,9 +134,6 @@ class CartPoleSameStep(SameStepAutoreset):
 ADAPTERS: dict[str, type[SameStepAutoreset]] = {CartPoleSameStep.wraps: CartPoleSameStep}
 """Batched vector env classes (their ``vector_entry_point``) that rlrun can step with SAME_STEP autoreset."""
 
-VECTOR_ENTRY_MODES = ("sync", "serial")
-"""The ``executor.vector_mode`` values that keep a worker's copies in its own process, so can step a batched env."""
-
 
 def can_adapt(env_id: str) -> bool:
     """True when registered id ``env_id`` has a vector entry point with an adapter here (``env.vectorization=auto``

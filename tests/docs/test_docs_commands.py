@@ -100,6 +100,16 @@ ALL = [s for p in PAGES for s in snippets(p)]
 RUNNABLE = [s for s in ALL if s.illustrative is None]
 
 
+@pytest.mark.parametrize("line, words, exits_2", [
+    ("rlrun env=pendulum env.vectorization=vector_entry_point  # exits 2",
+     ["rlrun", "env=pendulum", "env.vectorization=vector_entry_point"], True),
+    ("rlrun algo=ppo   # the preset's settings", ["rlrun", "algo=ppo"], False),  # an apostrophe in a comment
+    ("rlrun run_name='a # b' x=1#2  # named", ["rlrun", "run_name=a # b", "x=1#2"], False),  # # inside a word
+])
+def test_a_command_line_is_read_as_bash_reads_it(line: str, words: list[str], exits_2: bool) -> None:
+    assert _words(line) == (words, exits_2)
+
+
 def test_the_pages_have_commands_and_every_skip_says_why():
     """The collector finds the docs' commands (a broken collector would pass every page), and a command that runs
     benchmarks or the test suite (rlrun-bench, make) is marked illustrative with a reason."""
@@ -114,16 +124,18 @@ def test_the_pages_have_commands_and_every_skip_says_why():
 
 
 def _words(text: str) -> tuple[list[str], bool]:
-    """The command's words without its trailing comment, and whether the comment says it exits 2."""
-    words = shlex.split(text, comments=False)
-    if "#" in words:
-        cut = words.index("#")
-        comment = " ".join(words[cut:])
-        words = words[:cut]
-    else:
-        comment = ""
-    words = [w for w in words if not w.startswith("#")]
-    return words, "exits 2" in comment
+    """The command's words without its trailing comment, and whether the comment says it exits 2. The comment starts
+    where bash starts it, at a ``#`` that begins a word outside quotes; its text (an apostrophe too) is not parsed."""
+    quote, cut = "", len(text)
+    for i, c in enumerate(text):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1].isspace()):
+            cut = i
+            break
+    return shlex.split(text[:cut]), "exits 2" in text[cut:]
 
 
 def _made(work: Path) -> dict[str, Path]:
