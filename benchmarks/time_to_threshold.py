@@ -23,6 +23,11 @@ time, so ``fraction_reached`` does not depend on how loaded the machine is (the 
 the CPU); ``--budget-s`` is only a safety cap. CI (``--quick``) runs seed 0 of each algorithm.
 
     python -m benchmarks.time_to_threshold [--quick] [--seeds 0,1,2] [--algos dqn,ppo] [--peers auto|on|off]
+        [--variant 'NAME:override override ...' ...]
+
+``--variant`` adds, per algorithm, a contender ``rlrun_<algo>@<NAME>`` run with those config overrides on top (how
+a preset's settings are chosen: e.g. ``--variant 'copies_10_epochs:env.vectorization=copies algo.num_epochs=10'``
+beside the preset itself). ``time_s_mean/<who>/<threshold>`` is the mean over seeds when every seed reached it.
 """
 
 from __future__ import annotations
@@ -72,8 +77,8 @@ class Crossings:
 # conf/algo_env/ppo_cartpole.yaml sets 8; DQN the default 1).
 ALGO_OVERRIDES: dict[str, list[str]] = {"a2c": ["executor.num_envs=8"]}
 
-def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps: int, budget_s: float
-              ) -> Crossings:
+def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps: int, budget_s: float,
+              extra: tuple[str, ...] = ()) -> Crossings:
     from omegaconf import OmegaConf
 
     from rlrun.app.run import RunLoop, seed_everything
@@ -83,7 +88,7 @@ def rlrun_run(algo: str, seed: int, thresholds: tuple[float, ...], budget_steps:
 
     cfg = compose([f"algo={algo}", "env=cartpole", f"seed={seed}", f"stop.env_steps={budget_steps}",
                    "stop.episode_return_mean=null", f"return_window={WINDOW}", "logger=none",
-                   *ALGO_OVERRIDES.get(algo, [])])
+                   *ALGO_OVERRIDES.get(algo, []), *extra])
     start = time.perf_counter()
     seed_everything(seed)
     device = resolve_device(cfg.device)
@@ -205,6 +210,8 @@ def summarize(results: dict[str, list[Crossings]], thresholds: tuple[float, ...]
             steps = [r.reached[thr][1] if thr in r.reached else None for r in runs]
             med_t, med_s = _median_or_none(times), _median_or_none(steps)
             figures[f"time_s/{who}/{t}"] = None if med_t is None else round(med_t, 2)
+            figures[f"time_s_mean/{who}/{t}"] = (round(statistics.fmean(times), 3)  # type: ignore[arg-type]
+                                                  if all(v is not None for v in times) else None)
             figures[f"env_steps/{who}/{t}"] = None if med_s is None else int(med_s)
             figures[f"fraction_reached/{who}/{t}"] = round(sum(v is not None for v in times) / len(runs), 4)
             figures[f"time_s/{who}/{t}/seeds"] = [None if v is None else round(v, 2) for v in times]
@@ -220,8 +227,18 @@ def summarize(results: dict[str, list[Crossings]], thresholds: tuple[float, ...]
     return figures
 
 
-def _rlrun_contender(algo: str, budget_steps: int) -> Callable[[int, tuple[float, ...], float], Crossings]:
-    return lambda seed, thresholds, budget_s: rlrun_run(algo, seed, thresholds, budget_steps, budget_s)
+def _rlrun_contender(algo: str, budget_steps: int, extra: tuple[str, ...] = ()
+                     ) -> Callable[[int, tuple[float, ...], float], Crossings]:
+    return lambda seed, thresholds, budget_s: rlrun_run(algo, seed, thresholds, budget_steps, budget_s, extra)
+
+
+def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME:override override ...`` -> ``(NAME, overrides)``; SystemExit naming the form otherwise."""
+    name, sep, rest = text.partition(":")
+    overrides = tuple(rest.split())
+    if not sep or not name or not overrides or any(c in name for c in "@/ ") or any("=" not in o for o in overrides):
+        raise SystemExit(f"--variant {text!r}: write NAME:key=value [key=value ...] (a name without @, / or spaces)")
+    return name, overrides
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -236,6 +253,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="wall-clock safety cap per run, seconds: a run is judged by its env-step budget, so "
                              "that a loaded machine does not change fraction_reached")
     parser.add_argument("--peers", choices=("auto", "on", "off"), help="default: auto (off with --quick)")
+    parser.add_argument("--variant", action="append", default=[], type=parse_variant, metavar="NAME:OVERRIDES",
+                        help="also run each algorithm with these config overrides (space-separated) as "
+                             "rlrun_<algo>@NAME; repeatable")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",") if s]
     thresholds = tuple(sorted(float(t) for t in args.thresholds.split(",") if t))
@@ -245,8 +265,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     registered = registry.names("algo")
     wanted = [a for a in args.algos.split(",") if a]
     contenders = {f"rlrun_{a}": _rlrun_contender(a, args.budget_env_steps) for a in wanted if a in registered}
+    for name, extra in args.variant:
+        contenders.update({f"rlrun_{a}@{name}": _rlrun_contender(a, args.budget_env_steps, extra)
+                           for a in wanted if a in registered})
     figures: dict[str, Any] = {"seeds": seeds, "window_episodes": WINDOW, "budget_env_steps": args.budget_env_steps,
-                               "budget_s_per_run": budget_s, "load_average_before": load_average()}
+                               "budget_s_per_run": budget_s, "load_average_before": load_average(),
+                               **{f"variant/{name}": " ".join(extra) for name, extra in args.variant}}
     for a in wanted:
         if a not in registered:
             figures[f"unavailable/rlrun_{a}"] = f"algo={a} does not exist yet; measured here once it is registered"
