@@ -25,7 +25,7 @@ the CPU); ``--budget-s`` is only a safety cap. CI (``--quick``) runs seed 0 of e
     python -m benchmarks.time_to_threshold [--quick] [--seeds 0,1,2] [--algos dqn,ppo] [--peers auto|on|off]
         [--variant 'NAME:override override ...' ...]
 
-``--variant`` adds, per algorithm, a contender ``rlrun_<algo>@<NAME>`` run with those config overrides on top (how
+``--variant`` adds, per algorithm, a contender ``rlrun_<algo>:<NAME>`` run with those config overrides on top (how
 a preset's settings are chosen: e.g. ``--variant 'copies_10_epochs:env.vectorization=copies algo.num_epochs=10'``
 beside the preset itself). ``time_s_mean/<who>/<threshold>`` is the mean over seeds when every seed reached it.
 """
@@ -36,6 +36,7 @@ import argparse
 import functools
 import importlib.util
 import math
+import re
 import statistics
 import sys
 import time
@@ -236,8 +237,9 @@ def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
     """``NAME:override override ...`` -> ``(NAME, overrides)``; SystemExit naming the form otherwise."""
     name, sep, rest = text.partition(":")
     overrides = tuple(rest.split())
-    if not sep or not name or not overrides or any(c in name for c in "@/ ") or any("=" not in o for o in overrides):
-        raise SystemExit(f"--variant {text!r}: write NAME:key=value [key=value ...] (a name without @, / or spaces)")
+    if not sep or not re.fullmatch(r"[\w.-]+", name) or not overrides or any("=" not in o for o in overrides):
+        raise SystemExit(f"--variant {text!r}: write NAME:key=value [key=value ...] (NAME of letters, digits, _ . -: "
+                         f"it names MLflow metrics)")
     return name, overrides
 
 
@@ -255,7 +257,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--peers", choices=("auto", "on", "off"), help="default: auto (off with --quick)")
     parser.add_argument("--variant", action="append", default=[], type=parse_variant, metavar="NAME:OVERRIDES",
                         help="also run each algorithm with these config overrides (space-separated) as "
-                             "rlrun_<algo>@NAME; repeatable")
+                             "rlrun_<algo>:NAME; repeatable")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",") if s]
     thresholds = tuple(sorted(float(t) for t in args.thresholds.split(",") if t))
@@ -266,7 +268,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     wanted = [a for a in args.algos.split(",") if a]
     contenders = {f"rlrun_{a}": _rlrun_contender(a, args.budget_env_steps) for a in wanted if a in registered}
     for name, extra in args.variant:
-        contenders.update({f"rlrun_{a}@{name}": _rlrun_contender(a, args.budget_env_steps, extra)
+        contenders.update({f"rlrun_{a}:{name}": _rlrun_contender(a, args.budget_env_steps, extra)
                            for a in wanted if a in registered})
     figures: dict[str, Any] = {"seeds": seeds, "window_episodes": WINDOW, "budget_env_steps": args.budget_env_steps,
                                "budget_s_per_run": budget_s, "load_average_before": load_average(),

@@ -497,7 +497,7 @@ def test_time_to_threshold_variants_parse_and_refuse_other_forms() -> None:
 
     assert parse_variant("copies_10:env.vectorization=copies  algo.num_epochs=10") == (
         "copies_10", ("env.vectorization=copies", "algo.num_epochs=10"))
-    for bad in ("no_colon", ":algo.lr=1", "name:", "name:algo.lr", "a@b:algo.lr=1"):
+    for bad in ("no_colon", ":algo.lr=1", "name:", "name:algo.lr", "a@b:algo.lr=1", "a/b:algo.lr=1"):
         with pytest.raises(SystemExit, match="NAME:key=value"):
             parse_variant(bad)
 
@@ -513,12 +513,12 @@ def test_time_to_threshold_runs_a_variant_beside_the_preset(tmp_path: Path, monk
     figures = main(["--algos", "ppo", "--seeds", "0,1", "--peers", "off", "--budget-env-steps", "2048",
                     "--thresholds", "20", "--variant", "copies:env.vectorization=copies executor.num_envs=5"])
     assert figures["variant/copies"] == "env.vectorization=copies executor.num_envs=5"
-    for who in ("rlrun_ppo", "rlrun_ppo@copies"):
+    for who in ("rlrun_ppo", "rlrun_ppo:copies"):
         assert figures[f"fraction_reached/{who}/20"] == 1.0
         seeds = figures[f"time_s/{who}/20/seeds"]
         assert figures[f"time_s_mean/{who}/20"] == pytest.approx(sum(seeds) / 2, abs=0.01)
     assert all(n % 256 == 0 for n in figures["env_steps/rlrun_ppo/20/seeds"])
-    assert all(n % 160 == 0 for n in figures["env_steps/rlrun_ppo@copies/20/seeds"])
+    assert all(n % 160 == 0 for n in figures["env_steps/rlrun_ppo:copies/20/seeds"])
     assert json.loads((tmp_path / "record.json").read_text())["benchmark"] == "time_to_threshold"
 
 
