@@ -78,11 +78,11 @@ class GymEnvFactory:
     def make_vector(self, num_envs: int, mode: str = "sync") -> gym.vector.VectorEnv:
         """``num_envs`` copies stepped together with SAME_STEP autoreset; ``mode``: sync (in this process) | async
         (a subprocess per copy; not with ``env.vectorization=vector_entry_point``)."""
-        if self.vectorization_for(mode) == "vector_entry_point":
-            if self.vectorization == "vector_entry_point":  # chosen, not auto's choice: the mode must suit it
-                from rlrun.config import check_vectorization  # loads Hydra: only where this option is chosen
+        if self.vectorization == "vector_entry_point":  # chosen, not auto's choice: the mode must suit it
+            from rlrun.config import check_vectorization  # loads Hydra: only where this option is chosen
 
-                check_vectorization(self.vectorization, mode)
+            check_vectorization(self.vectorization, mode)
+        if self.vectorization_for(mode) == "vector_entry_point":
             kwargs = dict(self.cfg.kwargs or {})
             if self.cfg.max_episode_steps is not None:
                 kwargs["max_episode_steps"] = int(self.cfg.max_episode_steps)

@@ -143,7 +143,7 @@ def can_adapt(env_id: str) -> bool:
 
 def adaptable_ids() -> list[str]:
     """Registered gymnasium ids whose vector entry point has an adapter here (CartPole-v0, CartPole-v1)."""
-    return [k for k, spec in gym.registry.items() if str(spec.vector_entry_point) in ADAPTERS]
+    return [k for k in gym.registry if can_adapt(k)]
 
 
 def adapter_for(env_id: str) -> type[SameStepAutoreset]:

@@ -39,12 +39,9 @@ def build_plan(overrides: list[str], algo: str, seed: int) -> tuple[Any, Any, An
 def train_to_budget(overrides: list[str], algo: str, seed: int, every_iteration: bool = False) -> None:
     """Train to ``stop.env_steps``, printing ``{"episodes": [...], "env_steps": N}`` after each iteration whose
     rollouts ended episodes (``every_iteration``: after every one, so a reader counts updates too)."""
-    from rlrun.app.startup_gc import pause_collection
-
-    pause_collection()  # before torch's import, as the rlrun command (build_plan resumes)
+    plan, env_factory, cfg = build_plan(overrides, algo, seed)  # first: it pauses the collector before torch's import
     from rlrun.app.run import RunLoop
 
-    plan, env_factory, cfg = build_plan(overrides, algo, seed)
     loop = RunLoop(cfg, env_factory.spec.frame_skip)
     try:
         while loop.env_steps < int(cfg.stop.env_steps):
