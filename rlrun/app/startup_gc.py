@@ -6,7 +6,9 @@ Why: torch's import alone leaves ~200k long-lived objects, and every full collec
 each on a 2-core machine); a CartPole run's start-up paid 5 such collections, ~0.2 s of its ~1.2 s before the first
 training step. Once frozen they are never walked again, so later full collections cost only what the run itself
 keeps. The price: the cyclic garbage of the start-up (~21k objects, ~2 MiB, measured for ``rlrun algo=ppo``) is kept
-for the life of the process instead of being collected.
+until the process exits instead of being collected; at exit the objects are unfrozen (``atexit``), so the
+interpreter's last collections free them and run their finalizers (without that, an ALE env made at start-up and
+still referenced from a cycle was never finalized: nanobind reported it as leaked).
 
 Only the ``rlrun`` command pauses (``rlrun.app.cli``); ``run_experiment`` resumes once the plan is built, a sweep's
 driver when the sweep starts. :func:`resume_collection` does nothing where nothing was paused, so a program that calls
@@ -15,6 +17,7 @@ driver when the sweep starts. :func:`resume_collection` does nothing where nothi
 
 from __future__ import annotations
 
+import atexit
 import gc
 
 _paused = False
@@ -36,3 +39,4 @@ def resume_collection() -> None:
         _paused = False
         gc.freeze()
         gc.enable()
+        atexit.register(gc.unfreeze)  # the interpreter's last collections see them again: their finalizers run

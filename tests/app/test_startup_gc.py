@@ -73,3 +73,24 @@ resume_collection(); frozen = gc.get_freeze_count(); junk = [[] for _ in range(1
 print(json.dumps([before, kept, paused, gc.isenabled(), frozen > 0, gc.get_freeze_count() == frozen]))
 """
     assert python(code, tmp_path) == [[True, 0], [False, 0], False, True, True, True]
+
+
+def test_objects_frozen_at_start_up_are_finalized_at_exit(tmp_path: Path) -> None:
+    """A cycle made during the paused start-up and frozen with it is freed, its finalizer run, when the process
+    exits (an ALE env's bindings reported themselves leaked when it was not)."""
+    code = """
+import sys
+from rlrun.app.startup_gc import pause_collection, resume_collection
+class Node:
+    def __del__(self):
+        sys.stdout.write("finalized\\n")
+pause_collection()
+node = Node()
+node.self = node  # only the collector frees a cycle
+resume_collection()
+del node
+print('{"exited": true}')
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ['{"exited": true}', "finalized"]
