@@ -15,7 +15,11 @@ first report with start-up left out), ``ratio/thread_vs_idle/<algo>`` (the issue
 between the weights an unroll was acted with and the update that learns on it), ``rss_mb/<algo>/<mode>/
 {start_of_second_half,end}`` (memory flat) and ``stop_overshoot_s/<algo>/<mode>``.
 
+With ``--executor local`` the actors are one in-process worker whose env copies (``--envs``) step in subprocesses
+across the cores (the GPU kit's setting: its machine has no Ray).
+
     python -m benchmarks.impala_actors [--algos impala,appo] [--modes idle,thread,sync] [--seconds 180] [--device cuda]
+                                       [--executor local --envs 32]
 """
 
 from __future__ import annotations
@@ -48,17 +52,28 @@ def idle_learner() -> Iterator[None]:
         IMPALA._learn_on = original  # type: ignore[method-assign]
 
 
-def run(algo: str, mode: str, seconds: float, out: Path, smoke: bool, device: str = "cpu") -> dict[str, Any]:
+def executor_settings(executor: str, envs: int | None, smoke: bool) -> list[str]:
+    """``ray``: the worker actors of the executor's defaults (2 workers, ``--envs`` copies each); ``local``: one
+    in-process worker whose ``--envs`` copies step in subprocesses across the cores, together (the IMPALA family
+    acts on all copies at once: its policy keeps per-copy state), as on the GPU machine, which has no Ray."""
+    if executor == "ray":
+        return ["executor=ray", *([f"executor.num_envs_per_worker={envs}"] if envs else []),
+                *(["executor.num_cpus=2"] if smoke else [])]
+    return ["executor=local", f"executor.num_envs={envs or 16}", "executor.vector_mode=async"]
+
+
+def run(algo: str, mode: str, seconds: float, out: Path, smoke: bool, device: str = "cpu", executor: str = "ray",
+        envs: int | None = None) -> dict[str, Any]:
     from rlrun.app.run import run_experiment
     from rlrun.config import compose
 
-    overrides = [f"algo={algo}", "env=pong", "executor=ray", f"device={device}",
+    overrides = [f"algo={algo}", "env=pong", *executor_settings(executor, envs, smoke), f"device={device}",
                  f"algo.learner={'sync' if mode == 'sync' else 'thread'}",
                  f"stop.wall_time_s={seconds}", "stop.env_steps=null", "stop.episode_return_mean=null",
                  "export.formats=[]", "logger.mlflow.enabled=false", "logger.console.interval_s=30",
                  "checkpoint.at_end=false"]
     if smoke:
-        overrides += ["algo.batch_size=2", "algo.unroll_length=8", "algo.network=nature_cnn", "executor.num_cpus=2"]
+        overrides += ["algo.batch_size=2", "algo.unroll_length=8", "algo.network=nature_cnn"]
     run_dir = out / f"{algo}-{mode}"
     start = time.monotonic()
     with RssSampler() as rss, (idle_learner() if mode == "idle" else contextlib.nullcontext()):
@@ -88,20 +103,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--seconds", type=float, default=180.0, help="stop.wall_time_s of each run")
     p.add_argument("--smoke", action="store_true", help="seconds, tiny batches: checks the path only")
     p.add_argument("--device", default="cpu", help="the learner's device option (cuda on a GPU machine)")
+    p.add_argument("--executor", default="ray", choices=("ray", "local"), help="where the actors run (local: env "
+                                                                               "copies in subprocesses)")
+    p.add_argument("--envs", type=int, help="env copies per worker (default: ray's 1; local: 16)")
+    p.add_argument("--record", action="store_true", help="write the result file with --smoke too")
     a = p.parse_args(argv)
     if a.smoke:
         a.seconds = min(a.seconds, 20.0)
-    figures: dict[str, Any] = {"seconds": a.seconds, "device": a.device, "load_average_before": load_average()}
+    figures: dict[str, Any] = {"seconds": a.seconds, "device": a.device, "executor": a.executor, "envs": a.envs,
+                               "load_average_before": load_average()}
     with tempfile.TemporaryDirectory(prefix="impala-actors-") as tmp:
         for algo in a.algos.split(","):
             for mode in a.modes.split(","):
-                figures.update(run(algo, mode, a.seconds, Path(tmp), a.smoke, a.device))
+                figures.update(run(algo, mode, a.seconds, Path(tmp), a.smoke, a.device, a.executor, a.envs))
             idle = figures.get(f"frames_per_s/{algo}/idle")
             for mode in ("thread", "sync"):
                 got = figures.get(f"frames_per_s/{algo}/{mode}")
                 figures[f"ratio/{mode}_vs_idle/{algo}"] = got / idle if idle and got else None
     figures["load_average_after"] = load_average()
-    if a.smoke:
+    if a.smoke and not a.record:
         return figures
     publish("impala_actors", figures, "python -m benchmarks.impala_actors " + " ".join(sys.argv[1:] if argv is None
                                                                                        else argv))

@@ -41,7 +41,12 @@ Cases (``--cases``; DQN's two keep their names of the first version):
 
 Algorithms of the registry without a case are listed as ``unavailable/<algo>`` with the reason.
 
+On a GPU (``--device cuda``) both sides update there, each call timed to the device's end of its work; with
+``--compiled atari_nature_cnn`` the DQN case is also timed against its hand-written step under ``torch.compile``
+with CUDA graphs (LeanRL's method): how close rlrun's learner comes to the device's own limit.
+
     python -m benchmarks.learner_throughput [--quick] [--rounds N] [--min-time S] [--cases a,b] [--threads T]
+                                            [--device cuda] [--compiled atari_nature_cnn]
 """
 
 from __future__ import annotations
@@ -71,6 +76,12 @@ from benchmarks.dqn_networks import (
 from rlrun import spaces as sp
 
 SEED = 0
+CPU = torch.device("cpu")
+
+
+def to_device(tensors: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A batch's tensors on ``device`` (where a run's plan puts a batch before the agent's update)."""
+    return {k: v.to(device) for k, v in tensors.items()}
 
 # ---------------------------------------------------------------------------------------------------- DQN
 
@@ -82,17 +93,19 @@ CASES: dict[str, tuple[sp.Box, int, str, int]] = {
 AGENT_SETTINGS = {"huber_delta": 1.0, "double_q": True, "max_grad_norm": 10.0, "tau": 0.02, "lr": 2.5e-4}
 
 
-def make_batch(obs_space: sp.Box, num_actions: int, batch_size: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """A replay batch as the agent's memory returns it (obs, action, reward, next_obs, discount)."""
+def make_batch(obs_space: sp.Box, num_actions: int, batch_size: int, seed: int = 0,
+               device: torch.device = CPU) -> dict[str, torch.Tensor]:
+    """A replay batch as the agent's memory returns it (obs, action, reward, next_obs, discount), on ``device``."""
     rng = np.random.default_rng(seed)
     obs = sp.to_torch(obs_space, sp.sample(obs_space, (batch_size,), seed=seed))
     next_obs = sp.to_torch(obs_space, sp.sample(obs_space, (batch_size,), seed=seed + 1))
     if obs_space.dtype != np.uint8:  # CartPole's Box is unbounded: keep the samples in a sane range
         obs, next_obs = obs.clamp(-3, 3), next_obs.clamp(-3, 3)
-    return {"obs": obs, "next_obs": next_obs,
-            "action": torch.as_tensor(rng.integers(0, num_actions, batch_size), dtype=torch.int64),
-            "reward": torch.as_tensor(rng.standard_normal(batch_size), dtype=torch.float32),
-            "discount": torch.as_tensor(0.99 * (rng.random(batch_size) > 0.05), dtype=torch.float32)}
+    return to_device({"obs": obs, "next_obs": next_obs,
+                      "action": torch.as_tensor(rng.integers(0, num_actions, batch_size), dtype=torch.int64),
+                      "reward": torch.as_tensor(rng.standard_normal(batch_size), dtype=torch.float32),
+                      "discount": torch.as_tensor(0.99 * (rng.random(batch_size) > 0.05), dtype=torch.float32)},
+                     device)
 
 
 def bare_dqn_step(online: torch.nn.Module, target: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -130,12 +143,14 @@ class Pair:
     rtol: float = 1e-4
 
 
-def dqn_pair(name: str) -> Pair:
+def dqn_pair(name: str, device: torch.device = CPU) -> Pair:
     obs_space, num_actions, network, batch_size = CASES[name]
+    torch.manual_seed(SEED)  # the networks' initial weights
     agent = dqn_agent(obs_space, sp.Discrete(num_actions), network, **AGENT_SETTINGS)
     online, target = bare_copy_of(agent, obs_space, num_actions, network)
+    agent, online, target = agent.to(device), online.to(device), target.to(device)
     optimizer = torch.optim.Adam(online.parameters(), lr=AGENT_SETTINGS["lr"], fused=True)
-    batch = make_batch(obs_space, num_actions, batch_size)
+    batch = make_batch(obs_space, num_actions, batch_size, device=device)
 
     def bare() -> dict[str, Any]:
         return {"loss": bare_dqn_step(online, target, optimizer, batch, network, AGENT_SETTINGS["huber_delta"],
@@ -144,8 +159,8 @@ def dqn_pair(name: str) -> Pair:
     return Pair(lambda: agent.update(batch), bare, batch_size)
 
 
-def dqn_case(name: str, rounds: int, min_time_s: float) -> dict[str, Any]:
-    return measure(name, dqn_pair(name), rounds, min_time_s)
+def dqn_case(name: str, rounds: int, min_time_s: float, device: torch.device = CPU) -> dict[str, Any]:
+    return measure(name, dqn_pair(name, device), rounds, min_time_s)
 
 
 # ---------------------------------------------------------------------------------------------------- shared
@@ -164,12 +179,19 @@ def measure(name: str, pair: Pair, rounds: int, min_time_s: float) -> dict[str, 
                 raise AssertionError(f"{name}: update {step}: the agent's {key} {a} != the bare update's {b}: the "
                                      f"hand-written reference no longer computes what the agent does")
     figures: dict[str, Any] = {f"batch_size/{name}": pair.samples}
-    for clock, (t_agent, t_bare, ratio) in alternating_ratios(pair.agent, pair.bare, rounds, min_time_s).items():
+    device = _device_of(ours)
+    agent_side, bare_side = synced(pair.agent, device), synced(pair.bare, device)
+    for clock, (t_agent, t_bare, ratio) in alternating_ratios(agent_side, bare_side, rounds, min_time_s).items():
         unit = "samples_per_s" if clock == "wall" else "samples_per_cpu_s"
         figures[f"{unit}/{name}/rlrun"] = round(pair.samples / t_agent, 1)
         figures[f"{unit}/{name}/bare"] = round(pair.samples / t_bare, 1)
         figures[f"ratio/{unit}/{name}/rlrun_vs_bare"] = round(1.0 / ratio, 4)
     return figures
+
+
+def _device_of(outputs: dict[str, Any]) -> torch.device:
+    """The device an update ran on, read off its outputs' tensors."""
+    return next((v.device for v in outputs.values() if isinstance(v, torch.Tensor)), CPU)
 
 
 _SPECS: dict[str, Any] = {}
@@ -257,23 +279,26 @@ def bare_actor_critic(network: Any, obs_space: sp.Box, num_actions: int) -> Bare
 
 
 def atari_rollout(policy: Callable[[torch.Tensor], torch.Tensor], obs_space: sp.Box, num_actions: int, T: int,
-                  B: int, seed: int = 0) -> dict[str, torch.Tensor]:
+                  B: int, seed: int = 0, device: torch.device = CPU) -> dict[str, torch.Tensor]:
     """A time-major rollout ``[T, B, ...]`` as ``rollout_from_samples`` makes it: random frames, actions drawn
     uniformly, behaviour log-probabilities = the current policy's plus noise (sd 0.1: a little policy lag, so
     ratios and V-trace weights are not all 1), rewards in {-1, 0, 1} (clipped Atari rewards, mostly 0), one
-    termination and one time-limit truncation (so both code paths of the advantage estimators run)."""
+    termination and one time-limit truncation (so both code paths of the advantage estimators run). On
+    ``device``, the policy's."""
     rng = np.random.default_rng(seed)
-    frames = sp.to_torch(obs_space, sp.sample(obs_space, (T + 1, B), seed=seed))
+    frames = sp.to_torch(obs_space, sp.sample(obs_space, (T + 1, B), seed=seed)).to(device)
     actions = torch.as_tensor(rng.integers(0, num_actions, (T, B)), dtype=torch.int64)
     with torch.no_grad():
-        logits = log_softmax(policy(frames[:T]).reshape(T, B, num_actions))
+        logits = log_softmax(policy(frames[:T]).reshape(T, B, num_actions)).to(device)
+    actions = actions.to(device)
     log_prob = logits.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-    log_prob = log_prob + torch.as_tensor(0.1 * rng.standard_normal((T, B)), dtype=torch.float32)
-    terminated = torch.zeros(T, B, dtype=torch.bool)
-    truncated = torch.zeros(T, B, dtype=torch.bool)
+    log_prob = log_prob + torch.as_tensor(0.1 * rng.standard_normal((T, B)), dtype=torch.float32, device=device)
+    terminated = torch.zeros(T, B, dtype=torch.bool, device=device)
+    truncated = torch.zeros(T, B, dtype=torch.bool, device=device)
     terminated[T // 3, 0] = True
     truncated[T // 2, B - 1] = True
-    rewards = torch.as_tensor(rng.choice([-1.0, 0.0, 1.0], size=(T, B), p=[0.05, 0.9, 0.05]), dtype=torch.float32)
+    rewards = torch.as_tensor(rng.choice([-1.0, 0.0, 1.0], size=(T, B), p=[0.05, 0.9, 0.05]), dtype=torch.float32,
+                              device=device)
     done_at = (terminated | truncated).reshape(-1).nonzero().squeeze(1)
     return {"obs": frames[:T], "actions": actions, "rewards": rewards, "terminated": terminated,
             "truncated": truncated, "log_prob": log_prob, "behaviour_logits": logits,
@@ -304,12 +329,12 @@ def bare_gae(value_of: Callable[[torch.Tensor], torch.Tensor], rollout: dict[str
             values, v_next = v[:T * B].reshape(T, B), v[T * B:]
         else:
             values, v_next = values.detach().reshape(T, B), value_of(next_obs[needed])
-        next_values = torch.zeros(T, B)
+        next_values = torch.zeros(T, B, device=rewards.device)
         next_values[needed] = v_next
         rewards = rewards + gamma * trunc_only * next_values
         discounts = gamma * (1.0 - done)
-        advantages = torch.empty(T, B)
-        acc = torch.zeros(B)
+        advantages = torch.empty(T, B, device=rewards.device)
+        acc = torch.zeros(B, device=rewards.device)
         for t in range(T - 1, -1, -1):
             following = values[t + 1] if t + 1 < T else next_values[T - 1]
             acc = rewards[t] + discounts[t] * following - values[t] + discounts[t] * lam * acc
@@ -360,12 +385,12 @@ def bare_ppo_update(net: BareActorCritic, optimizer: torch.optim.Optimizer, gene
     return torch.stack(losses).mean()
 
 
-def ppo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int) -> Pair:
+def ppo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.device = CPU) -> Pair:
     obs_space, n = spec.observation_space, int(spec.action_space.n)
-    net = bare_actor_critic(agent.network, obs_space, n)
+    net = bare_actor_critic(agent.network, obs_space, n).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True)
     generator = torch.Generator().manual_seed(SEED)  # the agent's MultiStep shuffles with this seed
-    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B)
+    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B, device=device)
     state = {"env_steps": 0}
 
     def bare() -> dict[str, Any]:
@@ -379,19 +404,19 @@ def ppo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int) -> Pair:
     return Pair(lambda: agent.update(rollout), bare, T * B)
 
 
-def a2c_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int) -> Pair:
+def a2c_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.device = CPU) -> Pair:
     """A2C (Mnih et al. 2016, Algorithm S3, synchronous): one step on -log pi(a|s) A + vf_coef 0.5 (R - V)^2 -
     ent_coef H over the rollout, with n-step / GAE advantages from the values of that step's own forward pass (the
     weights are those of the step: the same values as a separate pass) and a no-gradient pass over the next
     observations that are read."""
     obs_space, n = spec.observation_space, int(spec.action_space.n)
-    net = bare_actor_critic(agent.network, obs_space, n)
+    net = bare_actor_critic(agent.network, obs_space, n).to(device)
     if cfg.optimizer == "rmsprop":
         optimizer: torch.optim.Optimizer = torch.optim.RMSprop(net.parameters(), lr=cfg.lr, alpha=cfg.rmsprop_alpha,
                                                                eps=cfg.optimizer_eps)
     else:
         optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.optimizer_eps)
-    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B)
+    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B, device=device)
     obs, actions = flat_time(rollout["obs"]), flat_time(rollout["actions"])
     state = {"env_steps": 0}
 
@@ -423,17 +448,17 @@ def _flat(tensors: Any) -> torch.Tensor:
     return torch.cat([t.reshape(-1) for t in tensors])
 
 
-def trpo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int) -> Pair:
+def trpo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.device = CPU) -> Pair:
     """TRPO (Schulman et al. 2015, Sec. 6 and App. C; as Spinning Up / SB3-contrib): one natural-gradient step of
     the actor in a KL trust region (conjugate gradient on Fisher-vector products by double back-propagation, a
     backtracking line search), then Adam minibatch epochs on the critic's 0.5 (R - V)^2."""
     obs_space, n = spec.observation_space, int(spec.action_space.n)
-    net = bare_actor_critic(agent.network, obs_space, n)
+    net = bare_actor_critic(agent.network, obs_space, n).to(device)
     actor = [*net.torso.parameters(), *net.policy.parameters()]
     critic = [*net.critic_torso.parameters(), *net.value.parameters()]
     value_optimizer = torch.optim.Adam(critic, lr=cfg.lr, eps=cfg.adam_eps)
     generator = torch.Generator().manual_seed(SEED)
-    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B)
+    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B, device=device)
     obs, actions = flat_time(rollout["obs"]), flat_time(rollout["actions"]).unsqueeze(1)
     state = {"env_steps": 0}
 
@@ -481,7 +506,7 @@ def trpo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int) -> Pair:
             d = r + (new_r_dot_r / r_dot_r) * d
             r_dot_r = new_r_dot_r
         x_f_x = x.dot(fvp(x))
-        beta = torch.sqrt(2.0 * cfg.max_kl / x_f_x) if float(x_f_x) > 0 else torch.zeros(())
+        beta = torch.sqrt(2.0 * cfg.max_kl / x_f_x) if float(x_f_x) > 0 else torch.zeros((), device=g.device)
         step, expected = -beta * x, float(beta * g.dot(x))
         theta = _flat(w.detach() for w in actor).clone()
         before, fraction, accepted = float(loss.detach()), 1.0, False
@@ -550,7 +575,7 @@ def bare_vtrace_inputs(net: BareActorCritic, rollout: dict[str, torch.Tensor], g
     mid = trunc_only[:T - 1].bool()
     with torch.no_grad():
         v = net.value_of(torch.cat([next_obs[T - 1], next_obs[:T - 1][mid]]))
-        next_values = torch.zeros(T, B)
+        next_values = torch.zeros(T, B, device=rewards.device)
         next_values[T - 1] = v[:B]
         next_values[:T - 1][mid] = v[B:]
     return rewards + gamma * trunc_only * next_values, gamma * (1.0 - done), v[:B]
@@ -567,13 +592,13 @@ def _reduce(x: torch.Tensor, reduction: str) -> torch.Tensor:
     return x.sum() if reduction == "sum" else x.mean()
 
 
-def impala_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int) -> Pair:
+def impala_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.device = CPU) -> Pair:
     """IMPALA's learner step (Espeholt et al. 2018; TorchBeast's learn()): one forward over the unrolls, V-trace
     targets, -log pi A^pg + vf_coef 0.5 (v_s - V)^2 - ent_coef H (summed or averaged), clip, RMSProp/Adam."""
     obs_space, n = spec.observation_space, int(spec.action_space.n)
-    net = bare_actor_critic(agent.network, obs_space, n)
+    net = bare_actor_critic(agent.network, obs_space, n).to(device)
     optimizer = _impala_optimizer(net, cfg)
-    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B)
+    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B, device=device)
     obs, actions = rollout["obs"], rollout["actions"].unsqueeze(-1)
     state = {"env_steps": 0}
 
@@ -598,15 +623,15 @@ def impala_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int) -> Pair:
     return Pair(lambda: agent.update(rollout), bare, T * B)
 
 
-def appo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int) -> Pair:
+def appo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.device = CPU) -> Pair:
     """APPO (RLlib's): ``num_epochs`` full-batch steps, each with V-trace targets recomputed under the current
     weights and PPO's clipped surrogate on A = r + gamma v_{s+1} - V(x_s) with the ratio to the behaviour policy."""
     if cfg.use_kl_loss:
         raise ValueError("appo_pair: no hand-written KL penalty (the preset has use_kl_loss=false)")
     obs_space, n = spec.observation_space, int(spec.action_space.n)
-    net = bare_actor_critic(agent.network, obs_space, n)
+    net = bare_actor_critic(agent.network, obs_space, n).to(device)
     optimizer = _impala_optimizer(net, cfg)
-    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B)
+    rollout = atari_rollout(net.actor_logits, obs_space, n, T, B, device=device)
     obs, actions, behaviour = rollout["obs"], rollout["actions"].unsqueeze(-1), rollout["log_prob"]
     state = {"env_steps": 0}
 
@@ -672,17 +697,18 @@ def bare_q_of(q: Any, obs_space: sp.Box, num_actions: int, cfg: Any) -> BareQ:
     return bare
 
 
-def apex_pair(agent: Any, cfg: Any, spec: Any, batch_size: int) -> Pair:
+def apex_pair(agent: Any, cfg: Any, spec: Any, batch_size: int, device: torch.device = CPU) -> Pair:
     """Ape-X's learner step (Horgan et al. 2018): double-Q n-step TD error, importance-weighted squared (or
     Huber) loss, clip, Adam (fused, as the learner), then the target sync (hard every ``target_update_every``
     steps, or Polyak ``tau``). The sampled transitions' new priorities are the |TD errors| both sides return."""
     obs_space, n = spec.observation_space, int(spec.action_space.n)
-    online = bare_q_of(agent.q, obs_space, n, cfg)
-    target = bare_q_of(agent.target_q, obs_space, n, cfg).requires_grad_(False)
+    online = bare_q_of(agent.q, obs_space, n, cfg).to(device)
+    target = bare_q_of(agent.target_q, obs_space, n, cfg).requires_grad_(False).to(device)
     optimizer = torch.optim.Adam(online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True)
-    batch = make_batch(obs_space, n, batch_size)
+    batch = make_batch(obs_space, n, batch_size, device=device)
     batch["discount"] = batch["discount"] * cfg.gamma ** (cfg.n_step - 1)  # gamma^n * (1 - terminated)
-    weights = torch.as_tensor(np.random.default_rng(1).uniform(0.2, 1.0, batch_size), dtype=torch.float32)
+    weights = torch.as_tensor(np.random.default_rng(1).uniform(0.2, 1.0, batch_size), dtype=torch.float32,
+                              device=device)
     state = {"calls": 0}
 
     def bare() -> dict[str, Any]:
@@ -750,7 +776,7 @@ class BareSACQ(nn.Module):
         return self.out(self.torso(torch.cat([obs, action], dim=-1))).squeeze(-1)
 
 
-def sac_pair(agent: Any, cfg: Any, spec: Any, batch_size: int) -> Pair:
+def sac_pair(agent: Any, cfg: Any, spec: Any, batch_size: int, device: torch.device = CPU) -> Pair:
     """SAC's update (Haarnoja et al. 2018, Algorithm 1; CleanRL's sac_continuous_action.py): one actor pass over
     [obs; next_obs] for the reparameterised tanh-Gaussian samples, the critic step on the soft Bellman target
     (target twin Q, min, - alpha log pi), the actor step (critic weights frozen), the temperature step, Polyak."""
@@ -773,8 +799,10 @@ def sac_pair(agent: Any, cfg: Any, spec: Any, batch_size: int) -> Pair:
             ours.append(bare)
     for t in targets:
         t.requires_grad_(False)
+    actor = actor.to(device)
+    qs, targets = [q.to(device) for q in qs], [t.to(device) for t in targets]
     critic_params = [p for q in qs for p in q.parameters()]
-    log_alpha = nn.Parameter(torch.tensor(float(np.log(cfg.init_alpha))))
+    log_alpha = nn.Parameter(torch.tensor(float(np.log(cfg.init_alpha)), device=device))
     actor_optimizer = torch.optim.Adam(actor.parameters(), lr=cfg.actor_lr, fused=True)
     critic_optimizer = torch.optim.Adam(critic_params, lr=cfg.critic_lr, fused=True)
     alpha_optimizer = torch.optim.Adam([log_alpha], lr=cfg.alpha_lr, fused=True)
@@ -785,6 +813,7 @@ def sac_pair(agent: Any, cfg: Any, spec: Any, batch_size: int) -> Pair:
              "action": torch.as_tensor(rng.uniform(-1, 1, (batch_size, action_dim)), dtype=torch.float32),
              "reward": torch.as_tensor(rng.uniform(-16.3, 0.0, batch_size), dtype=torch.float32),
              "discount": torch.full((batch_size,), cfg.gamma)}
+    batch = to_device(batch, device)
     obs, next_obs = batch["obs"], batch["next_obs"]
 
     def bare() -> dict[str, Any]:
@@ -859,14 +888,27 @@ ALGO_CASES: dict[str, AlgoCase] = {
 }
 
 
-def algo_case(name: str, rounds: int, min_time_s: float) -> dict[str, Any]:
+def algo_pair(name: str, device: torch.device = CPU) -> Pair:
+    """Case ``name``'s two sides, built as the run builds the agent (then moved to ``device``, as the run does)."""
     from rlrun.registry import registry
 
     case = ALGO_CASES[name]
     cfg, spec = run_config(case.algo, case.overrides)
     torch.manual_seed(SEED)
     agent = registry.get("algo", case.algo).make_agent(cfg, spec, SEED)
-    figures = measure(name, case.pair(agent, cfg, spec, *case.size), rounds, min_time_s)
+    pair = case.pair(agent, cfg, spec, *case.size, device=device)  # the hand-written side copies the weights here
+    agent.to(device)
+    return pair
+
+
+def make_pair(name: str, device: torch.device = CPU) -> Pair:
+    """Any case's two sides on ``device`` (the CUDA tests compare the agent's update there with the CPU's)."""
+    return dqn_pair(name, device) if name in CASES else algo_pair(name, device)
+
+
+def algo_case(name: str, rounds: int, min_time_s: float, device: torch.device = CPU) -> dict[str, Any]:
+    case = ALGO_CASES[name]
+    figures = measure(name, make_pair(name, device), rounds, min_time_s)
     size = "x".join(map(str, case.size))
     figures[f"settings/{name}"] = f"rlrun algo={case.algo} {' '.join(case.overrides)}; batch {size}"
     return figures
@@ -880,8 +922,46 @@ for _name, _case in ALGO_CASES.items():
 ALL_CASES = (*CASES, *ALGO_CASES)
 
 
-def run_case(name: str, rounds: int, min_time_s: float) -> dict[str, Any]:
-    return dqn_case(name, rounds, min_time_s) if name in CASES else algo_case(name, rounds, min_time_s)
+def run_case(name: str, rounds: int, min_time_s: float, device: torch.device = CPU) -> dict[str, Any]:
+    return (dqn_case if name in CASES else algo_case)(name, rounds, min_time_s, device)
+
+
+def compiled_case(name: str, rounds: int, min_time_s: float, device: torch.device) -> dict[str, Any]:
+    """The device's own limit for a DQN case (LeanRL's method): the hand-written step under ``torch.compile``, with
+    CUDA graphs on a GPU (``mode="reduce-overhead"``, the optimizer's state on the device: ``capturable=True``),
+    timed against the agent's update. Its first two losses must equal the eager step's."""
+    obs_space, num_actions, network, batch_size = CASES[name]
+    on_gpu = device.type == "cuda"
+    pair = dqn_pair(name, device)
+    torch.manual_seed(SEED)  # the pair's agent's initial weights
+    agent = dqn_agent(obs_space, sp.Discrete(num_actions), network, **AGENT_SETTINGS)
+    online, target = (m.to(device) for m in bare_copy_of(agent, obs_space, num_actions, network))
+    optimizer = torch.optim.Adam(online.parameters(), lr=torch.tensor(AGENT_SETTINGS["lr"], device=device)
+                                 if on_gpu else AGENT_SETTINGS["lr"], capturable=on_gpu)
+    batch = make_batch(obs_space, num_actions, batch_size, device=device)
+    settings = AGENT_SETTINGS["huber_delta"], AGENT_SETTINGS["max_grad_norm"], AGENT_SETTINGS["tau"]
+    # A CPU has no CUDA graphs: there the path is checked with the eager backend (no C++ build in a dry run).
+    step = torch.compile(bare_dqn_step, mode="reduce-overhead") if on_gpu else torch.compile(bare_dqn_step,
+                                                                                             backend="eager")
+
+    def compiled() -> dict[str, Any]:
+        return {"loss": step(online, target, optimizer, batch, network, *settings).clone()}
+
+    return measure(f"{name}/compiled", Pair(pair.agent, synced(compiled, device), batch_size, rtol=1e-3),
+                   rounds, min_time_s)
+
+
+def synced(fn: Callable[[], dict[str, Any]], device: torch.device) -> Callable[[], dict[str, Any]]:
+    """``fn`` waiting for the device at its end (a GPU's kernels run after the call returns)."""
+    if device.type != "cuda":
+        return fn
+
+    def call() -> dict[str, Any]:
+        out = fn()
+        torch.cuda.synchronize(device)
+        return out
+
+    return call
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -891,17 +971,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--min-time", type=float, help="seconds per round, both sides (default 1.0; --quick 0.4)")
     parser.add_argument("--cases", default=",".join(ALL_CASES), help=f"comma-separated, of {', '.join(ALL_CASES)}")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (rlrun's default: 1)")
+    parser.add_argument("--device", default="cpu", help="where both sides update: cpu | cuda (the GPU learner)")
+    parser.add_argument("--compiled", default="", help="DQN cases also timed against the hand-written step under "
+                                                       "torch.compile (CUDA graphs on a GPU), e.g. atari_nature_cnn")
     args = parser.parse_args(argv)
+    device = torch.device(args.device)
     rounds = args.rounds or (7 if args.quick else 9)
     min_time = args.min_time or (0.4 if args.quick else 1.0)
     torch.set_num_threads(args.threads)
-    figures: dict[str, Any] = {"torch_threads": args.threads, "rounds": rounds, "load_average_before": load_average()}
+    figures: dict[str, Any] = {"torch_threads": args.threads, "rounds": rounds, "device": str(device),
+                               "load_average_before": load_average()}
     cases = [c for c in args.cases.split(",") if c]
+    compiled = [c for c in args.compiled.split(",") if c]
     for case in cases:
         if case not in ALL_CASES:
             parser.error(f"unknown case {case}; cases: {', '.join(ALL_CASES)}")
+    for case in compiled:
+        if case not in CASES:
+            parser.error(f"--compiled {case}: only the DQN cases ({', '.join(CASES)})")
     for case in cases:
-        figures.update(run_case(case, rounds, min_time))
+        figures.update(run_case(case, rounds, min_time, device))
+    for case in compiled:
+        try:
+            figures.update(compiled_case(case, rounds, min_time, device))
+        except Exception as e:  # noqa: BLE001 - a figure that cannot be had is reported, the others stand
+            figures[f"unavailable/{case}/compiled"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     from rlrun.registry import registry
 
     for algo in registry.names("algo"):
