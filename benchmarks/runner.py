@@ -12,6 +12,8 @@
                                            newest suite file
     rlrun-bench reproduce SUITE [...]      rlrun vs published results (mujoco, classic, atari): sweeps + table
                                            (benchmarks/reproduce.py)
+    rlrun-bench gpu --out DIR [--dry-run]  the GPU kit (benchmarks/gpu, docs/gpu.md): CUDA tests, GPU learner, actors,
+                                           Pong, in one call; --dry-run: the same on the CPU, tiny budgets
 
 Each benchmark runs as ``python -m <module> <args>`` in its own process from the checkout's root (a crash, a
 hang or leftover threads cannot take the others down): a failing or timed-out benchmark is reported and the rest
@@ -279,6 +281,10 @@ def _main(argv: list[str]) -> None:
         from benchmarks.reproduce import main as reproduce
 
         sys.exit(reproduce(rest))
+    if command == "gpu":  # the GPU kit (benchmarks/gpu): stages with their own budgets and output folder
+        from benchmarks.gpu.kit import main as kit
+
+        sys.exit(kit(rest))
     if command == "compare":
         p = argparse.ArgumentParser(prog="rlrun-bench compare")
         p.add_argument("result", type=Path)
@@ -351,7 +357,7 @@ def _main(argv: list[str]) -> None:
                             tensorboard=not a.no_tensorboard, mlflow=not a.no_mlflow, mlflow_uri=a.mlflow_uri,
                             timeout_s=a.timeout, retry=not a.no_retry)
         sys.exit(code)
-    print(f"rlrun-bench: error: unknown command or benchmark '{command}'. Commands: list, ci, all, compare, plot, "
+    print(f"rlrun-bench: error: unknown command or benchmark '{command}'. Commands: list, ci, all, compare, plot, gpu, "
           f"readme; benchmarks: {', '.join(names)}", file=sys.stderr)
     sys.exit(EXIT_USAGE)
 

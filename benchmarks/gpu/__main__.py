@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.gpu.kit import main
+
+sys.exit(main())
