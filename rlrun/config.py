@@ -24,7 +24,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlrun import hydra_search_path
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, did_you_mean
 from rlrun.registry import RegistryError, registry
 from rlrun.schema import Declared, check_declared, key
 
@@ -519,7 +519,8 @@ def _check_against(schema: Any, node: DictConfig, prefix: str, skip: tuple[str, 
     for name in node.keys():
         if name not in valid and name not in skip:
             where = f"{prefix}.{name}" if prefix else str(name)
-            raise ConfigError(f"{where}: unknown key for {schema.__name__}. Valid keys: {', '.join(valid)}.")
+            raise ConfigError(f"{where}: unknown key for {schema.__name__}.{did_you_mean(str(name), valid)} "
+                              f"Valid keys: {', '.join(valid)}.")
     try:
         typed = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.to_container(node, resolve=True))
     except OmegaConfBaseException as e:

@@ -32,3 +32,23 @@ def one_line(e: BaseException, limit: int = 200) -> str:
     if not text:
         return type(e).__name__
     return text[:limit] + ("..." if len(text) > limit else "")
+
+
+def close_matches(word: str, candidates: "list[str]", n: int = 3) -> "list[str]":
+    """The candidates a user most likely meant by ``word``: similar spellings (``evn`` -> ``env``), and
+    abbreviations by the words' initials either way (``learning_rate`` -> ``lr``, ``ne`` -> ``num_envs``)."""
+    import difflib
+
+    def initials(name: str) -> str:
+        return "".join(part[0] for part in name.split("_") if part)
+
+    out = [c for c in candidates if ("_" in word and initials(word) == c) or ("_" in c and initials(c) == word)]
+    out += [c for c in difflib.get_close_matches(word, candidates, n=n, cutoff=0.6) if c not in out]
+    return out[:n]
+
+
+def did_you_mean(word: str, candidates: "list[str]") -> str:
+    """`` Did you mean a or b?`` for :func:`close_matches`, or nothing."""
+    close = close_matches(word, candidates)
+    return f" Did you mean {' or '.join(close)}?" if close else ""
+

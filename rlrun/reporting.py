@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Sequence
 
-from rlrun.errors import RlrunError
+from rlrun.errors import RlrunError, did_you_mean
 from rlrun.registry import RegistryError
 
 EXIT_CONFIG = 2
@@ -63,6 +63,9 @@ def describe_error(e: BaseException) -> tuple[str, int]:
     if isinstance(e, OverrideParseException):
         return f"cannot parse the override: {' '.join(str(e).split())}", EXIT_CONFIG
     if isinstance(e, (HydraException, OmegaConfBaseException)):
+        unknown = _unknown_override(e)
+        if unknown:
+            return unknown, EXIT_CONFIG
         parts = [" ".join(str(e).split())]
         cause = e.__cause__
         if cause is not None:
@@ -71,6 +74,27 @@ def describe_error(e: BaseException) -> tuple[str, int]:
     import traceback
 
     return "".join(traceback.format_exception(e)).rstrip() + "\n(unexpected error: please report it)", 1
+
+
+def _unknown_override(e: BaseException) -> str | None:
+    """An override of a key the config does not have (``algo.learning_rate=...``, ``evn=pong``): rlrun's message
+    with the close matches, instead of Hydra's advice to add the key with ``+`` (which the schema then refuses)."""
+    import re
+
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    m = re.match(r"Could not override '([^']+)'", str(e))
+    cause = e.__cause__
+    object_type = getattr(cause, "object_type", None)
+    unknown_key = isinstance(cause, (ConfigKeyError, ConfigAttributeError))
+    if not (m and unknown_key and hasattr(object_type, "__dataclass_fields__")):
+        return None
+    key = m.group(1)
+    valid = _field_names(object_type)
+    what = "the run's config (rlrun --help lists the groups)" if object_type.__name__ == "RunConfig" else \
+        object_type.__name__
+    return (f"{key}: unknown key for {what}.{did_you_mean(key.rpartition('.')[2], valid)} "
+            f"Valid keys: {', '.join(valid)}.")
 
 
 def _omegaconf_detail(cause: BaseException) -> str:
@@ -83,5 +107,12 @@ def _omegaconf_detail(cause: BaseException) -> str:
 
     object_type = getattr(cause, "object_type", None)
     if isinstance(cause, ConfigKeyError) and object_type is not None and hasattr(object_type, "__dataclass_fields__"):
-        msg += f". Valid keys: {', '.join(object_type.__dataclass_fields__)}"
+        msg += f". Valid keys: {', '.join(_field_names(object_type))}"
     return msg
+
+
+def _field_names(schema: type) -> list[str]:
+    """A dataclass schema's config keys (its fields; class variables such as ``key_prefix`` are not keys)."""
+    import dataclasses
+
+    return [f.name for f in dataclasses.fields(schema)]

@@ -74,6 +74,11 @@ def test_non_tty_progress_is_periodic_not_flooding(workdir: Path) -> None:
         ("env.id=Pendulum-v1", "needs a Discrete action space"),
         ("device=cuda", "CUDA is not available"),
         ("seed=[1", "cannot parse the override"),
+        # a misspelt key: rlrun's message with the close matches at once, not Hydra's advice to add it with "+"
+        ("algo.learning_rate=1e-3", "algo.learning_rate: unknown key for DQNConfig. Did you mean lr or"),
+        ("evn=pong", "evn: unknown key for the run's config (rlrun --help lists the groups). Did you mean env?"),
+        ("stop.env_step=9", "stop.env_step: unknown key for StopConfig. Did you mean env_steps? Valid keys: "
+                            "env_steps, wall_time_s, episode_return_mean."),
     ],
 )
 def test_bad_input_exits_2_with_one_message(workdir: Path, override: str, needle: str) -> None:
@@ -81,6 +86,7 @@ def test_bad_input_exits_2_with_one_message(workdir: Path, override: str, needle
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr and "Error executing job" not in proc.stderr
+    assert "To append to your config" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not list(workdir.rglob("summary.json"))
 
