@@ -135,13 +135,31 @@ def _hydra_entry() -> None:
     _task()  # a sweep with failed jobs ends in its on_multirun_end callback, with the sweep's exit code
 
 
+def check_writable(key: str, folder: str) -> None:
+    """The output folder Hydra is about to make (``hydra.run.dir`` or, for a sweep, ``hydra.sweep.dir``) can be made
+    and written: else a ConfigError naming it, before anything runs (instead of a traceback from Hydra's mkdir)."""
+    import tempfile
+    from pathlib import Path
+
+    from rlrun.errors import ConfigError
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise ConfigError(f"{key}={folder}: cannot write the output there ({reason}). Give a writable folder "
+                          f"({key}=<path>) or run from a writable working directory.") from None
+
+
 class ValidateConfig:
     """Hydra callback: validate the composed config before a run starts (before its directory is made).
 
     Hydra turns an Exception raised by a callback into a warning, so a bad config ends here with SystemExit.
     """
 
-    def on_run_start(self, config, connect: bool = True, **kwargs):  # type: ignore[no-untyped-def]
+    def on_run_start(self, config, connect: bool = True, output: str = "run", **kwargs):  # type: ignore[no-untyped-def]
         from omegaconf import OmegaConf, open_dict
 
         from rlrun.config import validate
@@ -161,6 +179,7 @@ class ValidateConfig:
                 if connect and (cfg.executor.address or os.environ.get("RAY_ADDRESS")):
                     ray_executor.connect(cfg.executor)
                     ray_executor.check_capacity(cfg.executor)
+            check_writable(f"hydra.{output}.dir", str(config.hydra[output].dir))
         except RlrunError as e:
             if tracebacks_requested():
                 raise SystemExit(e.exit_code) from e
@@ -169,7 +188,7 @@ class ValidateConfig:
     def on_multirun_start(self, config, **kwargs):  # type: ignore[no-untyped-def]
         from rlrun.app.sweep import with_swept_values
 
-        self.on_run_start(with_swept_values(config), connect=False)
+        self.on_run_start(with_swept_values(config), connect=False, output="sweep")
 
     def __getattr__(self, name: str):  # the other Callback hooks: nothing to do
         if name.startswith("on_"):

@@ -12,7 +12,10 @@ import gymnasium as gym
 from rlrun import spaces as sp
 from rlrun.envs.protocol import gym_card
 from rlrun.envs.vector_entry_point import adapter_for, can_adapt, make_same_step
-from rlrun.errors import ConfigError
+from rlrun.errors import ConfigError, one_line
+
+# gymnasium's optional dependencies that an rlrun extra of the same name installs (pyproject.toml)
+OPTIONAL_EXTRAS = ("box2d",)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ class GymEnvFactory:
             return gym.make(self.cfg.id, **kwargs)
         except TypeError as e:
             raise ConfigError(f"env.kwargs: {self.cfg.id} does not accept these arguments ({e}).") from None
+        except gym.error.DependencyNotInstalled as e:  # an optional package of gymnasium's (Box2D, MuJoCo, ...)
+            extra = next((f" rlrun's extra installs it: pip install 'rlrun[{name}]'." for name in OPTIONAL_EXTRAS
+                          if name in str(e).lower()), "")
+            raise ConfigError(f"env.id={self.cfg.id}: {one_line(e, limit=400)}{extra}") from None
 
     def make_vector(self, num_envs: int, mode: str = "sync") -> gym.vector.VectorEnv:
         """``num_envs`` copies stepped together with SAME_STEP autoreset; ``mode``: sync (in this process) | async

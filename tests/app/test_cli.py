@@ -79,6 +79,8 @@ def test_non_tty_progress_is_periodic_not_flooding(workdir: Path) -> None:
         ("evn=pong", "evn: unknown key for the run's config (rlrun --help lists the groups). Did you mean env?"),
         ("stop.env_step=9", "stop.env_step: unknown key for StopConfig. Did you mean env_steps? Valid keys: "
                             "env_steps, wall_time_s, episode_return_mean."),
+        # an output folder that cannot be made (/proc takes no new folders, even for root)
+        ("hydra.run.dir=/proc/rlrun-x", "hydra.run.dir=/proc/rlrun-x: cannot write the output there"),
     ],
 )
 def test_bad_input_exits_2_with_one_message(workdir: Path, override: str, needle: str) -> None:
@@ -127,3 +129,12 @@ def test_user_config_dir_adds_options(workdir: Path, tmp_path: Path) -> None:
     run_rlrun(["--config-dir", str(tmp_path / "myconf"), "algo=dqn_wide", "stop.env_steps=200", "logger=none"],
               workdir, check=True)
     assert only_summary(workdir / "outputs")["env_steps"] >= 200
+
+
+def test_a_sweep_into_a_folder_that_cannot_be_made_exits_2(workdir: Path) -> None:
+    proc = run_rlrun(["-m", "hydra.sweep.dir=/proc/rlrun-y", "seed=0,1", "logger=none"], workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("rlrun: error: hydra.sweep.dir=/proc/rlrun-y: cannot write the output there (No "
+                                   "such file or directory). Give a writable folder (hydra.sweep.dir=<path>) or run "
+                                   "from a writable working directory.")
+

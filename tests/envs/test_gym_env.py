@@ -87,3 +87,27 @@ def test_bad_kwargs_and_vector_mode_are_config_errors() -> None:
         factory(no_such_argument=1)
     with pytest.raises(ConfigError, match="executor.vector_mode=threads: must be sync or async"):
         factory().make_vector(2, "threads")
+
+
+def test_a_missing_optional_dependency_is_one_line_with_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LunarLander-v3 with Box2D unimportable: gymnasium's own DependencyNotInstalled hint, then rlrun's extra,
+    as a ConfigError (one line, exit 2 on the command line) instead of a traceback."""
+    import sys
+
+    for name in [m for m in sys.modules if m.startswith("gymnasium.envs.box2d")]:
+        monkeypatch.delitem(sys.modules, name)  # gymnasium imports the env's module again, which imports Box2D
+    monkeypatch.setitem(sys.modules, "Box2D", None)  # import Box2D now raises ImportError
+    with pytest.raises(ConfigError) as e:
+        factory("LunarLander-v3")
+    message = str(e.value)
+    assert message.startswith("env.id=LunarLander-v3: Box2D is not installed")
+    assert message.endswith("rlrun's extra installs it: pip install 'rlrun[box2d]'.") and "\n" not in message
+
+
+def test_lunar_lander_runs_with_the_box2d_extra() -> None:
+    """The development install has the extra: the tutorial env builds and steps."""
+    f = factory("LunarLander-v3")
+    assert f.spec.action_space == gym.spaces.Discrete(4) and f.spec.observation_space.shape == (8,)
+    env = f.make()
+    env.reset(seed=0)
+    assert env.step(0)[0].shape == (8,)
