@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -241,3 +242,30 @@ def test_resuming_a_run_that_reached_its_stop_condition_trains_no_further(finish
     summary = run_experiment(compose(overrides), finished_run, overrides=overrides)
     assert summary["env_steps"] == 2 * N and summary["stop_reason"] == "env_steps"
     assert path.read_bytes() == before  # no extra iteration, no new checkpoint
+
+
+def test_a_run_stopped_by_its_return_target_names_the_key_and_trains_on_once_lifted(tmp_path: Path,
+                                                                                     caplog: pytest.LogCaptureFixture
+                                                                                     ) -> None:
+    """A CartPole run stopped by stop.episode_return_mean (a target any 2-episode window reaches): resumed with a
+    larger stop.env_steps alone it trains no further, and the warning names the key that fired and how to lift it;
+    resumed as Getting started shows (the target lifted, a budget given) it trains on to that budget."""
+    from rlrun.app.run import run_experiment
+    from rlrun.config import compose
+
+    run_dir = tmp_path / "run"
+    first = ["logger=none", "stop.env_steps=20000", "stop.episode_return_mean=5", "return_window=2",
+             "export.formats=[]"]
+    done = run_experiment(compose(first), run_dir)
+    assert done["stop_reason"] == "episode_return_mean"
+    steps = done["env_steps"]
+    more = [f"resume={run_dir}", "logger=none", f"stop.env_steps={steps + 300}"]
+    with caplog.at_level(logging.WARNING, logger="rlrun"):
+        again = run_experiment(compose(more), run_dir, overrides=more)
+    assert again["env_steps"] == steps
+    assert (f"already reached its stop condition stop.episode_return_mean at env step {steps}; to train on, set "
+            f"stop.episode_return_mean=null (or a higher target) and a budget, e.g. stop.env_steps={2 * steps}"
+            in caplog.text)
+    lifted = [*more, "stop.episode_return_mean=null"]
+    on = run_experiment(compose(lifted), run_dir, overrides=lifted)
+    assert on["stop_reason"] == "env_steps" and on["env_steps"] >= steps + 300

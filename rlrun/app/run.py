@@ -255,6 +255,16 @@ def _resumed_config(cfg: DictConfig, overrides: Sequence[str] | None) -> tuple[D
     return validate(resumed), ckpt.run_dir_of(path), state
 
 
+def _lift(stop_reason: str, loop: Any) -> str:
+    """How to lift the stop condition ``stop_reason`` that a resumed run has already reached."""
+    if stop_reason == "episode_return_mean":
+        return (f"set stop.episode_return_mean=null (or a higher target) and a budget, e.g. "
+                f"stop.env_steps={2 * loop.env_steps}")
+    if stop_reason == "wall_time_s":
+        return f"raise it, e.g. stop.wall_time_s={2 * round(loop.wall_time_s)} (the time so far counts)"
+    return f"raise it, e.g. stop.env_steps={2 * loop.env_steps}"
+
+
 def _non_finite_metric(metrics: dict[str, Any]) -> tuple[str, float] | None:
     """The first loss metric (a key with ``loss`` in its name) that is NaN or infinite."""
     for key, value in metrics.items():
@@ -362,8 +372,8 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     if resume_state is not None:
         stop_reason = loop.stop_reason()  # a resumed run may have reached its stop condition already
         if stop_reason is not None:
-            log.warning("resume: the run already reached its stop condition (%s) at env step %d; raise it to train "
-                        "on, e.g. stop.env_steps=%d", stop_reason, loop.env_steps, 2 * loop.env_steps)
+            log.warning("resume: the run already reached its stop condition stop.%s at env step %d; to train on, "
+                        "%s", stop_reason, loop.env_steps, _lift(stop_reason, loop))
     last_report = time.perf_counter()
     with _StopRequest() as stop_request:
         wall_limit = cfg.stop.wall_time_s
