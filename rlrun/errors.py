@@ -19,6 +19,12 @@ class CheckpointError(RlrunError):
     exit_code = 2
 
 
+class RunDirectoryBusy(RlrunError):
+    """Another live process writes the run directory (rlrun/app/run_lock.py)."""
+
+    exit_code = 2
+
+
 class PlacementError(RlrunError):
     """A Ray actor that died (with its node) could not be started again: no node of the cluster had room for it
     in time (``executor.restart_timeout_s``). The run stops with a final checkpoint of the learner."""

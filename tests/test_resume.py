@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -269,3 +270,59 @@ def test_a_run_stopped_by_its_return_target_names_the_key_and_trains_on_once_lif
     lifted = [*more, "stop.episode_return_mean=null"]
     on = run_experiment(compose(lifted), run_dir, overrides=lifted)
     assert on["stop_reason"] == "env_steps" and on["env_steps"] >= steps + 300
+
+
+LOCK_HOLDER = """
+import sys
+from pathlib import Path
+from rlrun.app.run_lock import run_directory_lock
+with run_directory_lock(Path(sys.argv[1])):
+    print("locked", flush=True)
+    sys.stdin.readline()  # holds the lock until the test writes a line or kills it
+"""
+
+
+def hold_lock(run_dir: Path) -> subprocess.Popen:
+    """A live process holding ``run_dir``'s lock; returns once it has it (it says so on stdout)."""
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(run_dir)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_a_second_writer_of_a_run_directory_gets_one_line_and_exit_2(finished_run: Path, tmp_path: Path) -> None:
+    """While a live process holds the run directory (a run still writing it), resume= and a new run into it are
+    refused with one line naming the holder, and nothing in the directory changes; once it ends, resume runs."""
+    import socket
+
+    before = snapshot(finished_run)
+    holder = hold_lock(finished_run)
+    try:
+        for args in ([f"resume={finished_run}", "stop.env_steps=2000"],
+                     [f"hydra.run.dir={finished_run}", "logger=none", "stop.env_steps=100"]):
+            proc = run_rlrun(args, tmp_path)
+            assert proc.returncode == 2, proc.stderr
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"rlrun: error: {finished_run} is being written by "
+                                                           f"process {holder.pid} on {socket.gethostname()}")
+            assert "one run writes a run directory at a time" in lines[0]
+        # the run's files (the lock file is the holder's, Hydra's .hydra/ and cli.log the refused command's)
+        ours = (".hydra", "cli.log", "run.lock")
+        assert {k: v for k, v in snapshot(finished_run).items() if not k.startswith(ours)} == \
+            {k: v for k, v in before.items() if not k.startswith(ours)}
+    finally:
+        holder.communicate("\n", timeout=30)
+    proc = run_rlrun([f"resume={finished_run}", f"stop.env_steps={2 * N + 40}", "logger=none"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_killed_holders_lock_file_blocks_nobody(tmp_path: Path) -> None:
+    """The holder SIGKILLed: its lock file stays (naming it), and the next run takes the directory."""
+    from rlrun.app.run_lock import LOCK_FILE, run_directory_lock
+
+    holder = hold_lock(tmp_path)
+    holder.kill()
+    holder.wait(timeout=30)
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == holder.pid
+    with run_directory_lock(tmp_path):
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()

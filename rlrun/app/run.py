@@ -49,6 +49,7 @@ from rlrun import checkpoint as ckpt
 from rlrun import plain_data
 from rlrun.algos.multiagent import build_plan
 from rlrun.app.periodic_eval import PeriodicEvaluator
+from rlrun.app.run_lock import run_directory_lock
 from rlrun.app.startup_gc import resume_collection
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
@@ -295,6 +296,11 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
         cfg, run_dir, resume_state = _resumed_config(cfg, overrides)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with run_directory_lock(run_dir):  # one writer per run directory
+        return _run(cfg, run_dir, resume_state)
+
+
+def _run(cfg: DictConfig, run_dir: Path, resume_state: dict[str, Any] | None) -> dict[str, Any]:
     seed = int(cfg.seed)
     seed_everything(seed)
     device = resolve_device(cfg.device)
