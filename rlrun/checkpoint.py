@@ -172,16 +172,42 @@ def run_dir_of(checkpoint: Path) -> Path:
     return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINT_DIR else checkpoint.parent
 
 
+class _KeepsWriteErrors:
+    """The file ``torch.save`` writes through, keeping the first OSError a write met: torch's zip writer reports a
+    failed write (a full disk) as a RuntimeError about stream positions, which names nothing a user can fix."""
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.error = f, None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write ``state`` atomically: into ``<path>.tmp``, flushed to disk, then renamed over ``path``; a crash while
     writing leaves the previous checkpoint whole (and perhaps a stray ``.tmp``, which is ignored)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save({"format": FORMAT, "version": VERSION, **state}, f)
-        f.flush()
-        os.fsync(f.fileno())
+    writer = None
+    try:
+        with open(tmp, "wb") as f:
+            writer = _KeepsWriteErrors(f)
+            torch.save({"format": FORMAT, "version": VERSION, **state}, writer)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)  # a full disk gets its space back; the previous checkpoint is untouched
+        if writer is not None and writer.error is not None and not isinstance(e, OSError):
+            raise writer.error from None  # the disk's error, not torch's report of the short write
+        raise
     os.replace(tmp, path)
     try:  # make the rename itself durable
         fd = os.open(path.parent, os.O_RDONLY)

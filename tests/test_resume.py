@@ -326,3 +326,43 @@ def test_a_killed_holders_lock_file_blocks_nobody(tmp_path: Path) -> None:
     assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == holder.pid
     with run_directory_lock(tmp_path):
         assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Path:
+    """A 400 KiB tmpfs (a real filesystem that fills up), unmounted afterwards; skipped where mounting is not
+    allowed (not root, or no tmpfs)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_a_full_disk_stops_the_run_with_one_line_and_the_last_checkpoint_resumes(small_disk: Path,
+                                                                                 tmp_path: Path) -> None:
+    """DQN on CartPole into a 400 KiB disk, a checkpoint every 1,000 env steps while its replay grows: the disk
+    fills at a checkpoint; the run ends with one line naming the checkpoint, the disk and how to resume (exit 2),
+    the previous checkpoint whole and no .tmp left; with room again, resume trains on from it."""
+    run_dir = small_disk / "run"
+    args = [f"hydra.run.dir={run_dir}", "logger=none", "stop.env_steps=20000", "checkpoint.interval_env_steps=1000",
+            "algo.buffer_size=20000", "export.formats=[]"]
+    proc = run_rlrun(args, tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rlrun: error: cannot write the checkpoint {run_dir}/checkpoints/"
+                                                   f"latest.pt: No space left on device"), proc.stderr
+    assert lines[0].endswith(f"free some space, then rlrun resume={run_dir}")
+    kept = ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))  # whole and loadable
+    steps = kept["loop"]["env_steps"]
+    assert steps >= 1000 and f"(env step {steps})" in lines[0]
+    assert not list(run_dir.rglob("*.tmp"))
+    subprocess.run(["mount", "-o", "remount,size=8m", str(small_disk)], check=True)
+    proc = run_rlrun([f"resume={run_dir}", f"stop.env_steps={steps + 1000}"], tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["env_steps"] >= steps + 1000

@@ -62,6 +62,13 @@ log = logging.getLogger(__name__)
 
 
 
+class StorageError(RlrunError):
+    """The run directory's disk refused a write (full, over quota, read-only): the run stops with its last good
+    checkpoint whole, to be resumed once there is room."""
+
+    exit_code = 2
+
+
 class NonFiniteError(RlrunError):
     """A loss or the parameters became NaN or infinite: the run stops and keeps its last good checkpoint."""
 
@@ -91,8 +98,22 @@ def flatten_config(cfg: DictConfig) -> dict[str, Any]:
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
+
+
+def _free_space(folder: Path) -> str:
+    """``N MiB free on <folder>``, as the disk says."""
+    import shutil
+
+    try:
+        return f"{shutil.disk_usage(folder).free / 2**20:.1f} MiB free on {folder}"
+    except OSError:
+        return f"free space on {folder} unknown"
 
 
 class RunLoop:
@@ -351,7 +372,12 @@ def _run(cfg: DictConfig, run_dir: Path, resume_state: dict[str, Any] | None) ->
             raise NonFiniteError(f"non-finite parameters ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}) "
                                  f"after iteration {loop.iterations} (env step {loop.env_steps}); "
                                  f"{_kept(checkpoint_path, last_good)}")
-        ckpt.save_checkpoint(checkpoint_path, state_now() if state is None else state)
+        try:
+            ckpt.save_checkpoint(checkpoint_path, state_now() if state is None else state)
+        except OSError as e:
+            raise StorageError(f"cannot write the checkpoint {checkpoint_path}: {e.strerror or e} "
+                               f"({_free_space(run_dir)}). The run stopped; {_kept(checkpoint_path, last_good)}: free "
+                               f"some space, then rlrun resume={run_dir}") from None
         ckpt.keep_history(checkpoint_path, loop.env_steps, int(cfg.checkpoint.keep_last))
         last_good = loop.env_steps
         schedule.written(loop.env_steps)
@@ -453,7 +479,10 @@ def _run(cfg: DictConfig, run_dir: Path, resume_state: dict[str, Any] | None) ->
             **_eval_summary(evaluator, run_dir),
             **(algo.summary() if hasattr(algo, "summary") else {}),  # multi-agent: policy_return_mean
         }
-        write_json_atomic(run_dir / "summary.json", summary)
+        try:
+            write_json_atomic(run_dir / "summary.json", summary)
+        except OSError as e:  # the run's own error (a full disk, say) is the one to report
+            log.warning("summary.json not written: %s", one_line(e))
         logger.close(summary, status)
     if error is not None:
         raise error
