@@ -43,18 +43,20 @@ def worker_strategy(cfg: Any) -> Any:
     return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
 
 
-def shard_strategy(index: int, cpus: float) -> Any:
+def shard_strategy(index: int, cpus: float, avoid: frozenset[str] = frozenset()) -> Any:
     """Ray's scheduling strategy for replay shard ``index`` needing ``cpus`` CPUs: the live nodes other than the
     driver's (the learner's) in turn; the driver's node on a cluster of one node. A shard that needs no CPUs fits on
     any node, so it is pinned there (a hard node affinity: Ray's soft affinity was seen to fall back to the driver's
     node while the driver's raylet had not yet heard of the others' resources); one that needs CPUs asks softly (a
-    node without room: Ray places it elsewhere). Asked again for a replacement, so it goes to a node that is
-    alive."""
+    node without room: Ray places it elsewhere). Asked again for a replacement, with ``avoid``: the nodes its
+    predecessors died on, which Ray may still list as alive for seconds after they went (a replacement pinned to
+    one is cancelled); when no other node is left, the driver's, which lives as long as the run."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = None if through_client() else ray.get_runtime_context().get_node_id()
-    others = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["NodeID"] != here)
+    others = sorted(n["NodeID"] for n in ray.nodes()
+                    if n.get("Alive") and n["NodeID"] != here and n["NodeID"] not in avoid)
     if here is None and not others:
         return "DEFAULT"
     return NodeAffinitySchedulingStrategy(node_id=others[int(index) % len(others)] if others else here,

@@ -122,11 +122,22 @@ class RayWorkerSet:
         """Replace worker ``w`` (its process or its node died): a new actor where the placement finds room, the
         rollouts it owed counted as lost (``executor/lost_env_steps``). Waits for the new actor to start; when no
         node has room for it within ``executor.restart_timeout_s``: a PlacementError (the run stops)."""
+
+        ex = self.executor
+        ex.lost_env_steps += int(lost_requests) * rollouts_per_request * self._async_args[0] * self.envs_per_worker
+        while True:  # a replacement that dies while starting (its node was going too) is one more loss
+            try:
+                self._replace(w, error)
+                return
+            except lost_errors() as e:
+                error = e
+
+    def _replace(self, w: int, error: BaseException) -> None:
+        """One try of :meth:`_restart`: count it, make the new actor, wait for it to start."""
         import ray
 
         ex = self.executor
         ex.restarts += 1
-        ex.lost_env_steps += int(lost_requests) * rollouts_per_request * self._async_args[0] * self.envs_per_worker
         if ex.restarts > int(self.cfg.max_worker_restarts):
             raise RlrunError(f"rollout worker {w} died ({one_line(error)}) and the run has restarted workers "
                              f"{ex.restarts - 1} times already (executor.max_worker_restarts="

@@ -273,6 +273,7 @@ class RayReplayShardSet:
                                        max_concurrency=1)(ReplayShard)
         self._factory_ref = ray.put(factory)
         self._generation = [0] * self.num_shards
+        self._nodes: list[str | None] = [None] * self.num_shards  # where each shard's actor was asked to run
         self._sizes = [0] * self.num_shards  # records held, as last reported by each shard
         self._added = [0] * self.num_shards  # adds sent to the shard's current actor
         self._ops: dict[Any, tuple[int, int, str]] = {}  # add / update_priorities refs -> (shard, generation, kind)
@@ -290,33 +291,44 @@ class RayReplayShardSet:
     def restarts(self) -> int:
         return int(self.executor.replay_restarts)
 
-    def _make_actor(self, i: int) -> Any:
-        return self._actor_class.options(scheduling_strategy=shard_strategy(i, self.cfg.cpus_per_replay_shard)).remote(
+    def _make_actor(self, i: int, avoid: frozenset[str] = frozenset()) -> Any:
+        strategy = shard_strategy(i, self.cfg.cpus_per_replay_shard, avoid)
+        self._nodes[i] = getattr(strategy, "node_id", None)
+        return self._actor_class.options(scheduling_strategy=strategy).remote(
             self._factory_ref, i, int(self.cfg.worker_torch_threads))
 
     def _restart(self, i: int, error: BaseException) -> None:
+        """Replace shard ``i`` (its process or its node died) by an empty one on another node; a replacement that
+        dies while starting (its node was going too) is one more loss, replaced in turn, within the restart limit."""
         import ray
 
         ex = self.executor
-        ex.replay_restarts += 1
-        if ex.replay_restarts > int(self.cfg.max_replay_shard_restarts):
-            raise RlrunError(f"replay shard {i} died ({one_line(error)}) and the run has restarted replay shards "
-                             f"{ex.replay_restarts - 1} times already (executor.max_replay_shard_restarts="
-                             f"{self.cfg.max_replay_shard_restarts}); stopping.") from error
-        log.warning("replay shard %d died (%s); starting an empty one (restart %d)", i, one_line(error),
-                    ex.replay_restarts)
-        try:
-            ray.kill(self.actors[i], no_restart=True)
-        except Exception:  # noqa: BLE001 - it is dead already
-            pass
-        self._generation[i] += 1
-        self._sizes[i] = self._added[i] = 0
-        for table in (self._ops, self._samples):
-            for ref in [r for r, v in table.items() if v[0] == i]:
-                del table[ref]
-        self.actors[i] = self._make_actor(i)
-        await_placement(self.actors[i].pid.remote(), f"replay shard {i} (lost: {one_line(error, 120)})",
-                        float(self.cfg.cpus_per_replay_shard), float(self.cfg.restart_timeout_s))
+        avoid = {self._nodes[i]} - {None}
+        while True:
+            ex.replay_restarts += 1
+            if ex.replay_restarts > int(self.cfg.max_replay_shard_restarts):
+                raise RlrunError(f"replay shard {i} died ({one_line(error)}) and the run has restarted replay shards "
+                                 f"{ex.replay_restarts - 1} times already (executor.max_replay_shard_restarts="
+                                 f"{self.cfg.max_replay_shard_restarts}); stopping.") from error
+            log.warning("replay shard %d died (%s); starting an empty one (restart %d)", i, one_line(error),
+                        ex.replay_restarts)
+            try:
+                ray.kill(self.actors[i], no_restart=True)
+            except Exception:  # noqa: BLE001 - it is dead already
+                pass
+            self._generation[i] += 1
+            self._sizes[i] = self._added[i] = 0
+            for table in (self._ops, self._samples):
+                for ref in [r for r, v in table.items() if v[0] == i]:
+                    del table[ref]
+            self.actors[i] = self._make_actor(i, frozenset(avoid))
+            try:
+                await_placement(self.actors[i].pid.remote(), f"replay shard {i} (lost: {one_line(error, 120)})",
+                                float(self.cfg.cpus_per_replay_shard), float(self.cfg.restart_timeout_s))
+                return
+            except lost_errors() as e:  # died while starting: its node is going too
+                error = e
+                avoid |= {self._nodes[i]} - {None}
 
     def _settle(self, refs: list[Any]) -> None:
         """Collect finished adds / priority updates among ``refs`` (all ready): sizes, or a dead shard."""

@@ -258,6 +258,57 @@ def test_replay_shards_go_to_nodes_other_than_the_learner_s_and_come_back_after_
         executor.stop()
 
 
+@pytest.fixture
+def head_and_one_node():  # noqa: ANN201
+    """A head node (the driver's) and one worker node, 1 CPU each, with Ray's default health checks: a node that
+    is gone still looks alive for seconds, as on a real cluster."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_shards_of_a_node_that_is_going_come_back_on_the_driver_s_node(head_and_one_node) -> None:
+    """Both shards on the only worker node; the node killed and the shards called at once, while Ray still lists
+    it as alive: each replacement avoids the node its shard died on and, no other node being left, starts on the
+    driver's node (pinned to the dying node, it was cancelled: ActorDiedError, the run's end)."""
+    import ray.cloudpickle
+
+    from rlrun.execution.ray_executor import RayExecutor
+
+    ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+    executor = RayExecutor(OmegaConf.structured(RayExecutorConfig(num_workers=1)), cartpole(), seed=0)
+    try:
+        shards = executor.replay_shards(make_memory, 2)
+        head = ray.get_runtime_context().get_node_id()
+        (victim,) = head_and_one_node.worker_nodes
+        assert shard_nodes(shards) == [victim.node_id, victim.node_id]
+        head_and_one_node.remove_node(victim, allow_graceful=False)
+        deadline = time.monotonic() + 60
+        for actor in shards.actors:  # until the shards' processes have gone with their raylet
+            while True:
+                try:
+                    ray.get(actor.pid.remote(), timeout=10)
+                except ray.exceptions.RayActorError:
+                    break
+                assert time.monotonic() < deadline, "a shard outlived its node's raylet by a minute"
+        assert any(n["NodeID"] == victim.node_id and n["Alive"] for n in ray.nodes())  # not noticed yet
+        shards.shard_pids()  # a call to every shard: both dead, both replaced
+        assert shard_nodes(shards) == [head, head] and executor.replay_restarts == 2
+        shards.add({"records": {"x": np.zeros((3, 2), np.float32)}, "priorities": None}, shard=0)
+        shards.flush()
+        assert shards.shard_sizes() == [3, 0]
+    finally:
+        executor.stop()
+
+
 # ---------------------------------------------------------------------------------------------------- weights
 
 
