@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import Any, ClassVar
@@ -35,6 +36,11 @@ def learner_part(metrics: dict[str, float]) -> str:
     if "learn/policy_lag_mean" in metrics:
         parts.append(f"lag {_fmt(metrics['learn/policy_lag_mean'])}")
     return "  ".join(parts)
+
+
+# The progress lines as log records too: the rlrun command writes them into the run's log file (conf/config.yaml,
+# hydra.job_logging), so <run dir>/cli.log holds what the console showed.
+progress_log = logging.getLogger("rlrun.progress")
 
 
 class ConsoleSink:
@@ -80,22 +86,28 @@ class ConsoleSink:
         if "eval/return_mean" in metrics:  # an evaluation (rlrun/app/periodic_eval.py): shown on every later line
             self._eval = (step, metrics["eval/return_mean"])
             if set(metrics) <= {"eval/return_mean", "eval/return_std", "eval/length_mean"}:
+                line = (f"eval at env_steps {step}: return {_fmt(metrics['eval/return_mean'])} ± "
+                        f"{_fmt(metrics.get('eval/return_std'))}")
+                progress_log.info(line)
                 if self._progress is None:
-                    print(f"eval at env_steps {step}: return {_fmt(metrics['eval/return_mean'])} ± "
-                          f"{_fmt(metrics.get('eval/return_std'))}", file=self.stream, flush=True)
+                    print(line, file=self.stream, flush=True)
                 return
+        now = time.monotonic()
+        due = self._last_line is None or now - self._last_line >= self.interval_s
+        if due:
+            self._last_line = now
+            progress_log.info(self._line(metrics, step))
         if self._progress is not None:
             self._progress.update(self._task, completed=step, description=self._line(metrics, step))
-            return
-        now = time.monotonic()
-        if self._last_line is None or now - self._last_line >= self.interval_s:
-            self._last_line = now
+        elif due:
             print(self._line(metrics, step), file=self.stream, flush=True)
 
     def close(self, summary: dict[str, Any], status: str) -> None:
         if self._progress is not None:
             self._progress.stop()
-        print(f"done ({summary.get('stop_reason')}): env_steps {summary.get('env_steps')}  "
-              f"return {_fmt(summary.get('episode_return_mean'))}  frames/s "
-              f"{_fmt(summary.get('frames_per_second'), '.0f')}  wall {_fmt(summary.get('wall_time_s'))} s  "
-              f"run dir {summary.get('run_dir')}", file=self.stream, flush=True)
+        line = (f"done ({summary.get('stop_reason')}): env_steps {summary.get('env_steps')}  "
+                f"return {_fmt(summary.get('episode_return_mean'))}  frames/s "
+                f"{_fmt(summary.get('frames_per_second'), '.0f')}  wall {_fmt(summary.get('wall_time_s'))} s  "
+                f"run dir {summary.get('run_dir')}")
+        progress_log.info(line)
+        print(line, file=self.stream, flush=True)

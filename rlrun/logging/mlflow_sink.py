@@ -21,6 +21,7 @@ they are in the run directory already.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -154,6 +155,9 @@ class MLflowSink:
 
     def __init__(self, cfg: Any, run_dir: Path, run_name: str) -> None:
         import mlflow  # noqa: F401 - the heavy import, only when MLflow logging is on
+
+        for name in ("mlflow.store.db.utils", "alembic.runtime.migration"):  # a new store's table-creation notes
+            logging.getLogger(name).setLevel(logging.WARNING)
 
         self.cfg = cfg
         self.run_dir = Path(run_dir)

@@ -138,3 +138,17 @@ def test_a_sweep_into_a_folder_that_cannot_be_made_exits_2(workdir: Path) -> Non
                                    "such file or directory). Give a writable folder (hydra.sweep.dir=<path>) or run "
                                    "from a writable working directory.")
 
+
+
+def test_the_run_log_holds_the_progress_and_mlflow_says_nothing_on_stderr(workdir: Path) -> None:
+    """A first run (a new MLflow store): <run dir>/cli.log holds the progress lines the console showed, the
+    console shows each once, and stderr is empty (MLflow's table-creation notes silenced)."""
+    proc = run_rlrun(["stop.env_steps=300", "algo.learning_starts=100", "logger.console.interval_s=0.01"], workdir,
+                     check=True)
+    assert proc.stderr == ""
+    shown = [ln for ln in proc.stdout.splitlines() if ln.startswith(("env_steps ", "done ("))]
+    assert len(shown) >= 2 and sum(ln.startswith("done (") for ln in shown) == 1
+    (log,) = workdir.rglob("cli.log")
+    logged = [ln.split("[rlrun.progress][INFO] - ", 1)[1] for ln in log.read_text().splitlines()
+              if "[rlrun.progress][INFO] - " in ln]
+    assert logged == shown
