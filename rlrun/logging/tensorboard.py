@@ -21,6 +21,7 @@ class TensorBoardSink:
         self.log_dir = Path(run_dir) / "tensorboard"
         self.writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=int(cfg.flush_secs))
         self.params: dict[str, Any] = {}
+        self.scalar_tags: set[str] = set()
 
     def log_params(self, params: dict[str, Any]) -> None:
         self.params = {k: v for k, v in params.items() if isinstance(v, (int, float, str, bool))}
@@ -30,10 +31,21 @@ class TensorBoardSink:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, step)
+        self.scalar_tags.update(metrics)
 
     def close(self, summary: dict[str, Any], status: str) -> None:
-        final = {f"hparam/{k}": float(v) for k, v in summary.items()
-                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None}
-        if self.params and final:
-            self.writer.add_hparams(self.params, final, run_name="hparams")
+        if self.params and self.scalar_tags:
+            self._write_hparams()
         self.writer.close()
+
+    def _write_hparams(self) -> None:
+        """The HParams dashboard's entry for this run, in the run's own event file: its parameters, and as its
+        metrics the scalars the run logged (the dashboard shows their last values). Not ``add_hparams``, which
+        writes a second run (``tensorboard/hparams``) of one-point ``hparam/*`` charts. Booleans go as text
+        (``True``/``False``): torch's ``hparams`` takes a bool for a number (FLOAT64)."""
+        from torch.utils.tensorboard.summary import hparams
+
+        params = {k: str(v) if isinstance(v, bool) else v for k, v in self.params.items()}
+        metrics = {tag: 0.0 for tag in sorted(self.scalar_tags)}  # names only: the values are the logged scalars
+        for part in hparams(params, metrics):
+            self.writer.file_writer.add_summary(part)

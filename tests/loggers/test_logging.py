@@ -87,3 +87,29 @@ def test_the_progress_line_of_a_multiagent_run_gives_each_policys_return() -> No
     sink = ConsoleSink.__new__(ConsoleSink)
     sink._eval = None
     assert sink._line(metrics, 1000) == "env_steps 1000  frames/s 900  return -3.2 (adv -19.5, good 12.0)  episodes 40"
+
+
+def test_tensorboard_hparams_are_in_the_run_itself_with_booleans_as_text(tmp_path: Path) -> None:
+    """One run in the TensorBoard folder (no tensorboard/hparams beside it, no one-point hparam/* charts): its
+    event file holds the HParams session with the parameters (a bool as the text True, not the number 1.0) and,
+    as metrics, the scalar tags the run logged."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from rlrun.logging.tensorboard import TensorBoardSink
+
+    sink = TensorBoardSink(OmegaConf.create({"flush_secs": 1}), tmp_path)
+    sink.log_params({"algo.lr": 0.001, "algo.double_q": True, "env.id": "CartPole-v1", "stop.wall_time_s": None})
+    sink.log_metrics({"episode/return_mean": 20.0, "perf/frames_per_s": 900.0}, 100)
+    sink.log_metrics({"episode/return_mean": 30.0}, 200)
+    sink.close({"env_steps": 200, "wall_time_s": 1.5}, "FINISHED")
+    assert [p.name for p in (tmp_path / "tensorboard").iterdir() if p.is_dir()] == []
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    assert sorted(acc.Tags()["scalars"]) == ["episode/return_mean", "perf/frames_per_s"]
+    content = acc.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    assert start.hparams["algo.double_q"].string_value == "True" and start.hparams["algo.lr"].number_value == 0.001
+    assert start.hparams["env.id"].string_value == "CartPole-v1"
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    assert sorted(m.name.tag for m in experiment.metric_infos) == ["episode/return_mean", "perf/frames_per_s"]
