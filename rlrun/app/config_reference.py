@@ -189,10 +189,45 @@ def _registry_doc(group: str, option: str) -> str:
         return ""
 
 
-def keys_text(spec: str) -> str:
-    """``rlrun keys <group>=<option>`` (or ``rlrun keys run``): the option's keys for a terminal."""
+def composed_as_run(overrides: Sequence[str]) -> tuple[Any, dict[str, str]]:
+    """``(config, group choices)`` as ``rlrun <overrides>`` composes them, the (algo, env) preset included (the
+    choices name it: ``algo_env``, None where none applies)."""
+    from hydra import compose as hydra_compose
+
+    store_schemas()
+    hydra_search_path.register()
+    with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    return cfg, dict(cfg.hydra.runtime.choices)
+
+
+def effective_rows(spec: str, overrides: Sequence[str]) -> tuple[list[KeyRow], dict[str, Any], str]:
+    """The keys of ``<group>=<option>`` (or ``run``) with the values ``rlrun <spec> <overrides>`` runs with, the
+    option's own defaults where a preset changed them (``{key: default}``), and a header saying what was composed."""
+    group, _, option = spec.partition("=")
+    cfg, choices = composed_as_run(list(overrides) if spec == "run" else [spec, *overrides])
+    preset = choices.get("algo_env")
+    if preset not in options("algo_env"):  # the optional default names a preset whether or not one exists
+        preset = None
+    base = run_rows() if spec == "run" else option_rows(group, option)[1]
+    node = OmegaConf.to_container(cfg, resolve=False)
+    node.pop("hydra", None)
+    effective = list(rows(RunConfig, node, "")) if spec == "run" else \
+        list(rows(option_rows(group, option)[0], node[group], group))
+    changed = {b.key: b.default for b, e in zip(base, effective, strict=True) if b.default != e.default}
+    command = " ".join(["rlrun", *([] if spec == "run" else [spec]), *overrides])
+    where = f"env={choices.get('env')}, preset algo_env/{preset}" if preset else f"env={choices.get('env')}, no preset"
+    header = f"# the values `{command}` runs with ({where})"
+    if changed:
+        header += "; <- marks what the preset set, with the option's own default"
+    return effective, changed, header + "\n"
+
+
+def keys_text(spec: str, overrides: Sequence[str] = ()) -> str:
+    """``rlrun keys <group>=<option> [overrides]`` (or ``rlrun keys run``): the option's keys for a terminal, with
+    the values a run with these choices gets (the (algo, env) preset applied, as ``rlrun`` applies it)."""
     if spec == "run":
-        key_rows = run_rows()
+        key_rows, changed, header = effective_rows(spec, overrides)
     else:
         group, sep, option = spec.partition("=")
         if not sep or group not in GROUPS:
@@ -201,18 +236,20 @@ def keys_text(spec: str) -> str:
         if option not in options(group):
             raise ConfigError(f"rlrun keys {spec}: {group} has no option '{option}'; options: "
                               f"{', '.join(options(group))}.")
-        key_rows = option_rows(group, option)[1]
-    lines = []
+        key_rows, changed, header = effective_rows(spec, overrides)
+    lines = [header.rstrip("\n")]
     for r in key_rows:
         allowed = f"  [{r.allowed}]" if r.allowed else ""
-        lines.append(f"{r.key} = {_cell(r.default).strip('`') or 'null'}  ({r.type}){allowed}")
+        mark = f"  <- preset ({_cell(changed[r.key]).strip('`') or 'null'} without)" if r.key in changed else ""
+        lines.append(f"{r.key} = {_cell(r.default).strip('`') or 'null'}  ({r.type}){allowed}{mark}")
         if r.doc:
             lines.append(textwrap.fill(r.doc, width=110, initial_indent="    ", subsequent_indent="    "))
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str]) -> None:
-    """``rlrun keys <group>=<option> | run``."""
-    if len(argv) != 1 or argv[0] in ("-h", "--help"):
-        raise ConfigError("usage: rlrun keys <group>=<option> (e.g. rlrun keys algo=ppo) or rlrun keys run.")
-    print(keys_text(argv[0]), end="")
+    """``rlrun keys <group>=<option> [overrides] | run [overrides]``."""
+    if not argv or argv[0] in ("-h", "--help"):
+        raise ConfigError("usage: rlrun keys <group>=<option> [env=<option> ...] (e.g. rlrun keys algo=ppo "
+                          "env=pong) or rlrun keys run.")
+    print(keys_text(argv[0], argv[1:]), end="")

@@ -68,9 +68,17 @@ def test_defaults_are_the_composed_values(markdown: str):
 
 
 def test_rlrun_keys_prints_one_option(workdir: Path):
+    """The values a run with these choices gets: `rlrun algo=ppo` runs CartPole (the default env) with the
+    ppo_cartpole preset, so its lr is the preset's 0.003, marked with PPO's own 0.001; an env without a preset for
+    the algorithm shows the option's defaults, unmarked."""
     proc = run_rlrun(["keys", "algo=ppo"], workdir, check=True)
-    assert "algo.lr = 0.001  (float)  [(0, inf)]" in proc.stdout
+    assert proc.stdout.startswith("# the values `rlrun algo=ppo` runs with (env=cartpole, preset "
+                                  "algo_env/ppo_cartpole)")
+    assert "algo.lr = 0.003  (float)  [(0, inf)]  <- preset (0.001 without)" in proc.stdout
     assert "algo.policy_update" not in proc.stdout  # TRPO's, not PPO's
+    pendulum = run_rlrun(["keys", "algo=ppo", "env=pendulum"], workdir, check=True)
+    assert pendulum.stdout.startswith("# the values `rlrun algo=ppo env=pendulum` runs with (env=pendulum, no preset)")
+    assert "algo.lr = 0.001  (float)  [(0, inf)]\n" in pendulum.stdout and "<-" not in pendulum.stdout
     run = run_rlrun(["keys", "run"], workdir, check=True)
     assert "stop.env_steps = 100000  (int or null)  [[1, inf)]" in run.stdout
 
