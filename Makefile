@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlrun-installed
 
-.PHONY: install run test bench lint docs docs-serve clean distclean
+.PHONY: install run test bench lint docs docs-serve ui clean distclean
 
 install: $(STAMP)
 
@@ -30,6 +30,12 @@ run: install
 TEST_WORKERS ?= 2
 test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
+
+# The MLflow UI over ./mlflow.db: the full mlflow package (its web app; ~450 MiB more than the mlflow-skinny that
+# records runs), at the installed mlflow-skinny's version, then rlrun ui.
+ui: install
+	$(BIN)/python -m pip install -q "mlflow==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("mlflow-skinny"))')"
+	$(BIN)/rlrun ui
 
 # The CI benchmark set (benchmarks/suite.py): benchmarks/results/<date>-<commit>.json + .md, TensorBoard, MLflow;
 # fails if a same-run ratio fell below benchmarks/baseline.json's tolerance or a benchmark failed.

@@ -39,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             eval_main(sys.argv[2:])
             return
+        if sys.argv[1:2] == ["ui"]:
+            from rlrun.app.ui import main as ui_main
+
+            ui_main(sys.argv[2:])
+            return
         if sys.argv[1:2] == ["keys"]:
             from rlrun.app.config_reference import main as keys_main
 
