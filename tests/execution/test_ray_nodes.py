@@ -74,22 +74,26 @@ FAST_HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_thres
                       "health_check_initial_delay_ms": 0}
 
 
-@pytest.fixture
-def three_nodes():  # noqa: ANN201
-    """A head node (the driver's) and two worker nodes, 1 CPU each; a node's death is noticed within ~1.5 s."""
+def one_cpu_nodes(worker_nodes: int, **head_args):  # noqa: ANN003, ANN201
+    """A head node (the driver's) and ``worker_nodes`` worker nodes, 1 CPU each; the driver connected to it."""
     from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
-                                                            "_system_config": FAST_HEALTH_CHECKS})
-    for _ in range(2):
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, **head_args})
+    for _ in range(worker_nodes):
         cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
     yield cluster
     ray.shutdown()
     cluster.shutdown()
+
+
+@pytest.fixture
+def three_nodes():  # noqa: ANN201
+    """A head node (the driver's) and two worker nodes, 1 CPU each; a node's death is noticed within ~1.5 s."""
+    yield from one_cpu_nodes(2, _system_config=FAST_HEALTH_CHECKS)
 
 
 LOSS = {}  # the running test's cluster and what its plan saw; read through sys.modules, so never pickled
@@ -262,17 +266,7 @@ def test_replay_shards_go_to_nodes_other_than_the_learner_s_and_come_back_after_
 def head_and_one_node():  # noqa: ANN201
     """A head node (the driver's) and one worker node, 1 CPU each, with Ray's default health checks: a node that
     is gone still looks alive for seconds, as on a real cluster."""
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    yield from one_cpu_nodes(1)
 
 
 def test_shards_of_a_node_that_is_going_come_back_on_the_driver_s_node(head_and_one_node) -> None:
