@@ -188,9 +188,14 @@ def test_dqn_target_network_sync_follows_tau_and_target_update_every(tau, every)
 
 
 def ppo_agent(value: float, logits: tuple[float, float] = (0.0, 0.0), **keys):  # noqa: ANN003, ANN201
-    keys = {"hidden_sizes": [2], "anneal_lr": False, "num_epochs": 1, "minibatch_size": 2, "normalize_advantage": False,
-            "ent_coef": 0.0, "vf_coef": 0.5, "clip_eps": 0.2, **keys}
-    agent = rlrun.make_agent("ppo", sp.Box(-1.0, 1.0, (1,), np.float32), sp.Discrete(2), seed=0, **keys)
+    keys = {"num_epochs": 1, "minibatch_size": 2, "clip_eps": 0.2, **keys}
+    return on_policy_agent("ppo", value, logits, **keys)
+
+
+def on_policy_agent(algo: str, value: float, logits: tuple[float, float], **keys):  # noqa: ANN003, ANN201
+    keys = {"hidden_sizes": [2], "anneal_lr": False, "normalize_advantage": False, "ent_coef": 0.0, "vf_coef": 0.5,
+            **keys}
+    agent = rlrun.make_agent(algo, sp.Box(-1.0, 1.0, (1,), np.float32), sp.Discrete(2), seed=0, **keys)
     network = agent.component.network
     with torch.no_grad():
         for p in network.parameters():
@@ -261,6 +266,36 @@ def test_ppo_truncation_bootstrapping(bootstrap, expected_value, expected_policy
     off -(0.5 + 0 + 0.5 + 0) / 4 = -0.25.
     """
     agent = ppo_agent(1.0, gamma=0.5, gae_lambda=0.5, minibatch_size=4, bootstrap_truncated=bootstrap)
+    info = agent.component.update(ppo_rollout([[1.0, 1.0], [1.0, 1.0]], [[False, False], [False, True]],
+                                              [[False, False], [True, True]]))
+    assert float(info["loss/value"]) == pytest.approx(expected_value, abs=1e-6)
+    assert float(info["loss/policy"]) == pytest.approx(expected_policy, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------- A2C
+# A2C computes its advantages in its own one-pass loss (rlrun/algos/a2c.py), apart from PPO's: the same keys again.
+# Its policy loss is -mean(log pi(a) * A), one gradient step per update.
+
+
+@pytest.mark.parametrize("normalize,expected", [(True, math.log(3.0) / (2 * math.sqrt(2))),
+                                                (False, -(math.log(0.75) + 3 * math.log(0.25)) / 2)])
+def test_a2c_advantage_normalisation(normalize, expected):
+    """pi = [1/4, 3/4], actions [1, 0]: log pi = [ln 0.75, ln 0.25]. Two terminal steps, rewards [1, 3], V = 0:
+    A = [1, 3]. normalize_advantage=false: L_policy = -(ln 0.75 * 1 + ln 0.25 * 3) / 2 = 2.2233.
+    normalize_advantage=true: A = [-1/sqrt 2, 1/sqrt 2]: L_policy = (ln 0.75 - ln 0.25) / (2 sqrt 2) = 0.3884."""
+    agent = on_policy_agent("a2c", 0.0, (0.0, math.log(3.0)), normalize_advantage=normalize)
+    info = agent.component.update(ppo_rollout([[1.0], [3.0]], [[True], [True]], [[False], [False]], [[1], [0]]))
+    assert float(info["loss/policy"]) == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("bootstrap,expected_value,expected_policy",
+                         [(True, 0.111328125, math.log(2) * 0.40625), (False, 0.0625, math.log(2) * 0.25)])
+def test_a2c_truncation_bootstrapping_and_gae_lambda(bootstrap, expected_value, expected_policy):
+    """PPO's truncation case above (gamma = 0.5, lambda = 0.5; copy 0 truncated, copy 1 terminated and truncated):
+    the same advantages and returns, so the same value loss; uniform pi, so L_policy = ln 2 * mean A:
+    ln 2 * 0.40625 with bootstrap_truncated, ln 2 * 0.25 without. (lambda = 1, A2C's default, would give
+    A_0 = 0.5 + 0.5 * 0.5 = 0.75 on copy 0.)"""
+    agent = on_policy_agent("a2c", 1.0, (0.0, 0.0), gamma=0.5, gae_lambda=0.5, bootstrap_truncated=bootstrap)
     info = agent.component.update(ppo_rollout([[1.0, 1.0], [1.0, 1.0]], [[False, False], [False, True]],
                                               [[False, False], [True, True]]))
     assert float(info["loss/value"]) == pytest.approx(expected_value, abs=1e-6)
