@@ -302,6 +302,54 @@ def test_a2c_truncation_bootstrapping_and_gae_lambda(bootstrap, expected_value, 
     assert float(info["loss/policy"]) == pytest.approx(expected_policy, abs=1e-6)
 
 
+# ---------------------------------------------------------------------------------------------------- IMPALA, APPO
+# IMPALA folds the truncation bootstrap into V-trace's rewards in its own targets_inputs (rlrun/algos/impala.py),
+# which APPO shares. The rollout is on-policy (the behaviour log-prob is the current uniform policy's, so every
+# importance ratio is 1) and V-trace's targets are then the lambda = 1 returns.
+
+
+def vtrace_agent(algo: str, logits: tuple[float, float] = (0.0, 0.0), **keys):  # noqa: ANN003, ANN201
+    agent = rlrun.make_agent(algo, sp.Box(-1.0, 1.0, (1,), np.float32), sp.Discrete(2), seed=0,
+                             **{"hidden_sizes": [2], "gamma": 0.5, "ent_coef": 0.0, "vf_coef": 0.5, **keys})
+    network = agent.component.network
+    with torch.no_grad():
+        for p in network.parameters():
+            p.zero_()
+        network.head.policy.bias.copy_(torch.tensor(logits))
+        network.head.value.bias.fill_(1.0)
+    return agent
+
+
+@pytest.mark.parametrize("algo,keys", [("impala", {}), ("appo", {"num_epochs": 1})])
+def test_vtrace_targets_bootstrap_a_truncation_but_not_a_termination(algo, keys):
+    """T = 2 steps of B = 2 copies, rewards 1, V = 1 everywhere, gamma = 0.5, ratios 1. Copy 0 is truncated at
+    step 1, copy 1 both terminated and truncated there (termination wins).
+
+    Copy 0: vs_1 = 1 + 0.5 * V(s'_1) = 1.5 (the truncation bootstraps, the trace is cut); vs_0 = 1 + 0.5 * 1.5 =
+    1.75. Copy 1: vs_1 = 1, vs_0 = 1 + 0.5 * 1 = 1.5. Mean vs = (1.75 + 1.5 + 1.5 + 1) / 4 = 1.4375 (bootstrapping
+    copy 1 as well would give 1.625, cutting copy 0's bootstrap 1.4375 - 0.125 = 1.3125). (APPO: one epoch, so
+    the targets are those at these weights.)"""
+    agent = vtrace_agent(algo, **keys)
+    rollout = ppo_rollout([[1.0, 1.0], [1.0, 1.0]], [[False, False], [False, True]], [[False, False], [True, True]])
+    info = agent.component.update(rollout)
+    assert float(info["vtrace/vs_mean"]) == pytest.approx(1.4375, abs=1e-6)
+
+
+@pytest.mark.parametrize("use_kl_loss,expected_kl", [(True, 0.5 * math.log(4.0 / 3.0)), (False, 0.0)])
+def test_appo_kl_loss_adds_the_behaviour_kl(use_kl_loss, expected_kl):
+    """Behaviour logits [0, 0] (uniform), current pi = softmax([0, ln 3]) = [1/4, 3/4]:
+    KL(behaviour || pi) = 0.5 ln(0.5 / 0.25) + 0.5 ln(0.5 / 0.75) = 0.5 ln(4/3) = 0.1438. With use_kl_loss and
+    kl_coef = 1 it is added to the loss: loss = L_policy + 0.5 L_value + KL (ent_coef 0); without, loss =
+    L_policy + 0.5 L_value."""
+    agent = vtrace_agent("appo", (0.0, math.log(3.0)), use_kl_loss=use_kl_loss, kl_coef=1.0, num_epochs=1)
+    rollout = ppo_rollout([[1.0], [3.0]], [[True], [True]], [[False], [False]], [[1], [0]])
+    rollout["behaviour_logits"] = torch.zeros(2, 1, 2)
+    info = agent.component.update(rollout)
+    assert info["loss"] - info["loss/policy"] - 0.5 * info["loss/value"] == pytest.approx(expected_kl, abs=1e-6)
+    if use_kl_loss:
+        assert info["policy/kl"] == pytest.approx(expected_kl, abs=1e-6)
+
+
 # ---------------------------------------------------------------------------------------------------- SAC
 # Box(1,) observations and actions; the agent's update is one critic, actor and temperature step, then the target
 # critic's Polyak step. A batch of 8 transitions with fixed numbers is enough: which numbers the networks give
