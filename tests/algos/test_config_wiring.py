@@ -77,6 +77,17 @@ def test_dqn_double_q_selects_the_bootstrap_action_with_the_online_network(doubl
     torch.testing.assert_close(info["td_error"], torch.tensor(expected))
 
 
+@pytest.mark.parametrize("huber_delta,expected", [(1.0, 5.75), (None, 23.3125)])
+def test_dqn_huber_delta_chooses_the_loss_of_the_td_errors(huber_delta, expected):
+    """The double-Q batch above, TD errors [9, -3.5]. huber_delta=1: the Huber loss, |td| - 0.5 beyond 1:
+    mean(8.5, 3.0) = 5.75. huber_delta=null: the squared loss 0.5 td^2: mean(40.5, 6.125) = 23.3125."""
+    agent = dqn_agent(huber_delta=huber_delta)
+    set_q_table(agent.component.q, ONLINE)
+    set_q_table(agent.component.target_q, TARGET)
+    info = agent.component.update(dqn_batch([0.9, 0.0]))
+    assert float(info["loss"]) == pytest.approx(expected, abs=1e-5)
+
+
 @pytest.mark.parametrize("dueling", [True, False])
 def test_dqn_dueling_head_combines_value_and_advantages(dueling):
     """dueling=true: Q(s, a) = V(s) + A(s, a) - mean_a A(s, a) (Wang et al. 2016, Eq. 9). With the features e_i,
@@ -196,13 +207,17 @@ def on_policy_agent(algo: str, value: float, logits: tuple[float, float], **keys
     keys = {"hidden_sizes": [2], "anneal_lr": False, "normalize_advantage": False, "ent_coef": 0.0, "vf_coef": 0.5,
             **keys}
     agent = rlrun.make_agent(algo, sp.Box(-1.0, 1.0, (1,), np.float32), sp.Discrete(2), seed=0, **keys)
-    network = agent.component.network
+    set_head_biases(agent.component.network, value, logits)
+    return agent
+
+
+def set_head_biases(network: torch.nn.Module, value: float, logits: tuple[float, float]) -> None:
+    """Every weight zero, so the actor-critic network is its head biases: pi = softmax(logits), V = value."""
     with torch.no_grad():
         for p in network.parameters():
             p.zero_()
         network.head.policy.bias.copy_(torch.tensor(logits))
         network.head.value.bias.fill_(value)
-    return agent
 
 
 def ppo_rollout(rewards, terminated, truncated, actions=None) -> dict[str, torch.Tensor]:  # noqa: ANN001
@@ -302,6 +317,21 @@ def test_a2c_truncation_bootstrapping_and_gae_lambda(bootstrap, expected_value, 
     assert float(info["loss/policy"]) == pytest.approx(expected_policy, abs=1e-6)
 
 
+# ---------------------------------------------------------------------------------------------------- TRPO
+
+
+@pytest.mark.parametrize("normalize,expected", [(True, 0.0), (False, -2.0)])
+def test_trpo_advantage_normalisation(normalize, expected):
+    """TRPO normalises the advantages itself before its surrogate -mean(ratio * A), reported at the old policy
+    (ratio 1): two terminal steps, rewards [1, 3], V = 0, A = [1, 3]. normalize_advantage=false: -(1 + 3) / 2 = -2;
+    true: A = [-1/sqrt 2, 1/sqrt 2], mean 0."""
+    agent = rlrun.make_agent("trpo", sp.Box(-1.0, 1.0, (1,), np.float32), sp.Discrete(2), seed=0, hidden_sizes=[2],
+                             normalize_advantage=normalize)
+    set_head_biases(agent.component.network, 0.0, (0.0, math.log(3.0)))
+    info = agent.component.update(ppo_rollout([[1.0], [3.0]], [[True], [True]], [[False], [False]], [[1], [0]]))
+    assert float(info["loss/policy"]) == pytest.approx(expected, abs=1e-6)
+
+
 # ---------------------------------------------------------------------------------------------------- IMPALA, APPO
 # IMPALA folds the truncation bootstrap into V-trace's rewards in its own targets_inputs (rlrun/algos/impala.py),
 # which APPO shares. The rollout is on-policy (the behaviour log-prob is the current uniform policy's, so every
@@ -311,12 +341,7 @@ def test_a2c_truncation_bootstrapping_and_gae_lambda(bootstrap, expected_value, 
 def vtrace_agent(algo: str, logits: tuple[float, float] = (0.0, 0.0), **keys):  # noqa: ANN003, ANN201
     agent = rlrun.make_agent(algo, sp.Box(-1.0, 1.0, (1,), np.float32), sp.Discrete(2), seed=0,
                              **{"hidden_sizes": [2], "gamma": 0.5, "ent_coef": 0.0, "vf_coef": 0.5, **keys})
-    network = agent.component.network
-    with torch.no_grad():
-        for p in network.parameters():
-            p.zero_()
-        network.head.policy.bias.copy_(torch.tensor(logits))
-        network.head.value.bias.fill_(1.0)
+    set_head_biases(agent.component.network, 1.0, logits)
     return agent
 
 
