@@ -368,14 +368,17 @@ def test_atari_smoke_cli_on_the_ray_executor(workdir: Path) -> None:
 
 def test_a_wall_time_stop_holds_inside_a_burst_of_owed_gradient_steps(tmp_path: Path) -> None:
     """Sync mode owing ~6,000 gradient steps per training step (algo.train_every=0.02: 50 per env step; several
-    seconds a burst): stop.wall_time_s=3 ends the run within a gradient step of 3 s, and the steps still owed are in
-    the checkpoint for a resumed run (before, the burst ran to its end)."""
+    seconds a burst): stop.wall_time_s=3 ends the run inside the burst, and the steps still owed are in the checkpoint
+    for a resumed run (before, the burst ran to its end)."""
     from rlrun.checkpoint import load_checkpoint
 
     summary = run_experiment(compose([*TWO_WORKERS_LOCAL, *SYNC, *QUIET, "algo.learning_starts=100",
                                       "algo.train_every=0.02", "stop.wall_time_s=3", "stop.env_steps=null",
                                       "stop.episode_return_mean=null"]), tmp_path / "run")
     assert summary["stop_reason"] == "wall_time_s"
-    assert summary["wall_time_s"] < 3.5, summary["wall_time_s"]
     state = load_checkpoint(tmp_path / "run" / "checkpoints" / "latest.pt")["algo"]
     assert state["update_budget"] >= 100 and state["gradient_steps"] > 0
+    # Relative, so a slow or busy machine scales both sides: the run went past 3 s by less than the steps still
+    # owed would have taken (at most 3 s / gradient_steps each: the 3 s also sampled), so it did not finish the burst.
+    owed_s = state["update_budget"] * 3.0 / state["gradient_steps"]
+    assert summary["wall_time_s"] - 3.0 < owed_s, (summary["wall_time_s"], owed_s)

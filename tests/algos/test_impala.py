@@ -251,14 +251,14 @@ def test_thread_mode_reports_the_latest_update_in_steps_where_none_finished():
 
     algo.agent.update = held_update
     try:
-        reported = None
-        for _ in range(20):  # until the first update is reported (its batch is the first step's)
-            metrics = algo.training_step().metrics
-            if "learn/policy_lag_mean" in metrics:
-                reported = metrics
-                break
-            time.sleep(0.2)
-        assert reported is not None and algo.updates == 1
+        reported = algo.training_step().metrics  # queues the first batch
+        if "learn/policy_lag_mean" not in reported:  # wait for the first update's result, then report it
+            deadline = time.monotonic() + 60
+            while algo.learner._outbox.empty():
+                assert time.monotonic() < deadline, "the first update did not finish in 60 s"
+                time.sleep(0.001)
+            reported = algo.training_step().metrics
+        assert "learn/policy_lag_mean" in reported and algo.updates == 1
         for _ in range(2):
             metrics = algo.training_step().metrics
             assert algo.updates == 1

@@ -11,13 +11,16 @@ from conftest import QUICK, only_summary, run_rlrun
 
 
 def test_short_run_writes_summary_tensorboard_and_mlflow(workdir: Path) -> None:
-    proc = run_rlrun([*QUICK, "seed=3", "executor=local", "device=cpu", "algo=dqn", "env=cartpole"], workdir,
-                     check=True)
+    proc = run_rlrun([*QUICK, "seed=3", "executor=local", "device=cpu", "algo=dqn", "env=cartpole", "algo.lr=0.00123"],
+                     workdir, check=True)
     summary = only_summary(workdir / "outputs")
     run_dir = Path(summary["run_dir"])
     assert summary["env_steps"] >= 300 and summary["stop_reason"] == "env_steps"
     assert summary["frames"] == summary["env_steps"]  # CartPole: frame skip 1
-    assert summary["episodes"] > 0 and summary["episode_return_mean"] > 0
+    # CartPole pays 1 per step, so a return is its episode's length; while fewer than return_window (100) episodes
+    # have ended, the mean is over all of them, and their steps are some of the env steps taken.
+    assert 0 < summary["episodes"] < 100
+    assert summary["episodes"] * summary["episode_return_mean"] <= summary["env_steps"]
     assert summary["frames_per_second"] > 0 and summary["wall_time_s"] > 0
     assert summary["seed"] == 3 and summary["algo"] == "dqn" and summary["env"] == "CartPole-v1"
     assert (run_dir / ".hydra" / "config.yaml").exists()
@@ -33,6 +36,9 @@ def test_short_run_writes_summary_tensorboard_and_mlflow(workdir: Path) -> None:
             "time/env_step_s", "time/inference_s", "time/learn_s"} <= tags
     steps = [e.step for e in acc.Scalars("counters/env_steps")]
     assert steps[-1] == summary["env_steps"]
+    returns = {e.step: e.value for e in acc.Scalars("episode/return_mean")}
+    lengths = {e.step: e.value for e in acc.Scalars("episode/length_mean")}
+    assert returns and returns == pytest.approx(lengths)
 
     import mlflow
 
@@ -41,7 +47,7 @@ def test_short_run_writes_summary_tensorboard_and_mlflow(workdir: Path) -> None:
     assert [r.info.run_id for r in runs] == [summary["mlflow_run_id"]]
     run = runs[0]
     assert run.info.status == "FINISHED"
-    assert run.data.params["algo.lr"] == "0.001" or float(run.data.params["algo.lr"]) > 0
+    assert run.data.params["algo.lr"] == "0.00123"  # the command line's, not the default 0.001
     assert run.data.params["seed"] == "3" and run.data.params["env.id"] == "CartPole-v1"
     assert run.data.metrics["counters/env_steps"] == summary["env_steps"]
     assert "episode/return_mean" in run.data.metrics and "loss/td" in run.data.metrics

@@ -12,11 +12,20 @@ import pytest
 from rlrun.execution.learner_thread import LearnerThread
 
 
+def wait_until(predicate, timeout: float = 5.0) -> None:  # noqa: ANN001
+    """Until ``predicate()`` holds (a condition, not a guess at how long the other thread takes)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.001)
+
+
 def test_results_in_order_while_the_caller_goes_on() -> None:
     seen: list[int] = []
-    gate = threading.Event()
+    entered, gate = threading.Event(), threading.Event()
 
     def update(x: int) -> int:
+        entered.set()
         gate.wait(5)
         seen.append(x)
         return x * x
@@ -24,7 +33,7 @@ def test_results_in_order_while_the_caller_goes_on() -> None:
     learner = LearnerThread(update, max_queue=3)
     try:
         assert learner.put(1) and learner.put(2) and learner.put(3)
-        time.sleep(0.05)  # the thread took item 1 and waits inside update: 2 and 3 queue, one slot left
+        assert entered.wait(5)  # the thread took item 1 and waits inside update: 2 and 3 queue, one slot left
         assert learner.free_slots() == 1 and learner.in_flight() == 3
         assert learner.put(4) and not learner.put(5)  # bounded: the fifth does not fit
         assert learner.drain() == []  # nothing finished: the caller was not blocked
@@ -62,7 +71,7 @@ def test_paused_holds_updates_off() -> None:
     try:
         with learner.paused():
             learner.put(1)
-            time.sleep(0.1)
+            wait_until(lambda: learner.free_slots() == 5)  # the thread took the item: it waits for the lock now
             assert done == []  # not while paused
         learner.wait_idle(5)
         assert done == [1]

@@ -337,23 +337,29 @@ def test_an_unknown_observation_transfer_is_a_config_error() -> None:
 
 
 def test_an_async_call_ends_with_the_batches_ready_when_min_batches_arrived() -> None:
-    """A slow learner (0.2 s per batch) and fast workers: one sample_async call yields min_batches and the batches
-    that were ready then, at most every request in flight (2 workers x 2), never the rollouts of the requests it
-    sent meanwhile, so a plan's training_step() ends."""
-    import time
+    """A learner slower than its workers, at the extreme: before each item it takes, every request in flight has
+    finished (the test waits for them). One sample_async call yields min_batches and the batches that were ready
+    then, at most every request in flight (2 workers x 2), never the rollouts of the requests it sent meanwhile,
+    so a plan's training_step() ends."""
+    import ray
+
+    def every_request_finished() -> None:
+        pending = list(ws._pending)
+        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=120)
+        assert len(ready) == len(pending)
 
     ex = ray_executor(num_workers=2, num_envs_per_worker=1, cpus_per_worker=0.5, max_in_flight_per_worker=2)
     ws = ex.worker_set(Constant(0), "cpu")
     try:
         for _ in ws.sample_async(2, min_batches=1):
             pass
-        time.sleep(1.0)  # every worker's requests finish meanwhile
+        every_request_finished()
         got = 0
         for _batch, _w in ws.sample_async(2, min_batches=1):
             got += 1
             if got > 8:  # the bug this guards against: every top-up's rollout is ready by the next item: no end
                 break
-            time.sleep(0.2)
+            every_request_finished()  # the top-up just sent included
         assert 1 <= got <= 4
     finally:
         ex.stop()

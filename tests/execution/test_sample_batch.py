@@ -12,6 +12,7 @@ from rlrun.execution.sample_batch import SampleBatch, stack_nests
 OBS = sp.Dict({"image": sp.Box(0, 255, (2, 3, 3), np.uint8), "vector": sp.Box(-1.0, 1.0, (4,), np.float32)})
 T, B = 5, 3
 DONE = {(0, 1), (2, 0), (2, 2), (4, 1)}  # (t, b): an episode ended at step t of copy b (one at the last step)
+TRUNCATED, TERMINATED = {(0, 1), (2, 2)}, {(2, 0), (4, 1)}  # alternately, in sorted order (make_batch)
 
 
 def make_batch(seed: int = 0) -> tuple[SampleBatch, dict]:
@@ -59,7 +60,8 @@ def test_step_gives_one_steps_transitions() -> None:
             np.testing.assert_array_equal(next_obs[key], expected[key][t], err_msg=f"step {t}: {key}")
         np.testing.assert_array_equal(actions, np.arange(t * B, (t + 1) * B))
         assert rewards.shape == terminated.shape == truncated.shape == (B,)
-        assert set(np.flatnonzero(terminated | truncated)) == {b for (s, b) in DONE if s == t}
+        assert set(np.flatnonzero(terminated)) == {b for (s, b) in TERMINATED if s == t}
+        assert set(np.flatnonzero(truncated)) == {b for (s, b) in TRUNCATED if s == t}
 
 
 def test_transitions_are_every_step_in_rows_t_times_b_plus_b() -> None:
@@ -69,4 +71,5 @@ def test_transitions_are_every_step_in_rows_t_times_b_plus_b() -> None:
     for key in expected:
         np.testing.assert_array_equal(obs[key], batch.obs[key][:T].reshape(T * B, *batch.obs[key].shape[2:]))
         np.testing.assert_array_equal(next_obs[key], expected[key].reshape(T * B, *expected[key].shape[2:]))
-    assert set(np.flatnonzero(terminated | truncated)) == {t * B + b for t, b in DONE}
+    assert set(np.flatnonzero(terminated)) == {t * B + b for t, b in TERMINATED}
+    assert set(np.flatnonzero(truncated)) == {t * B + b for t, b in TRUNCATED}

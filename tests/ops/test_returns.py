@@ -266,9 +266,10 @@ def ref_truncation_aware_gae(rewards, values, next_values, terminated, truncated
 
 
 def test_truncation_aware_gae_bootstraps_from_the_final_observation_at_truncation():
-    """T = 3 steps of B = 2 copies, gamma = 0.5, lambda = 0.5, rewards 1, V(s_t) = [1, 2, 3] in both copies, and
+    """T = 3 steps of B = 3 copies, gamma = 0.5, lambda = 0.5, rewards 1, V(s_t) = [1, 2, 3] in every copy, and
     V(s'_t) of the real next observations = [2, 4, 5]: at step 1 the episode ends and s'_1 is its final observation
-    (value 4), not the reset observation s_2 (value 3). Copy 0 is *truncated* at step 1, copy 1 *terminated*.
+    (value 4), not the reset observation s_2 (value 3). Copy 0 is *truncated* at step 1, copy 1 *terminated*, and
+    copy 2 both (a time limit reached on the terminal step: termination wins, so it is copy 1's case).
 
     Copy 0 (truncation: bootstrap from V(s'_1) = 4, cut the trace):
         delta_0 = 1 + 0.5 * 2 - 1 = 1;   delta_1 = 1 + 0.5 * 4 - 2 = 1;   delta_2 = 1 + 0.5 * 5 - 3 = 0.5
@@ -277,15 +278,16 @@ def test_truncation_aware_gae_bootstraps_from_the_final_observation_at_truncatio
         delta_1 = 1 + 0 - 2 = -1;   A = [1 + 0.25 * (-1), -1, 0.5] = [0.75, -1, 0.5];   R = [1.75, 1, 3.5]
     (Bootstrapping copy 0 from zero would give A_1 = -1, like copy 1; from the reset observation's V(s_2) = 3,
     A_1 = 0.5: both differ from the expected 1.)
+    Copy 2 (both flags): as copy 1; bootstrapping it like a truncation would give copy 0's A_1 = 1.
     """
-    rewards = torch.ones(3, 2)
-    values = torch.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
-    next_values = torch.tensor([[2.0, 2.0], [4.0, 4.0], [5.0, 5.0]])
-    terminated = torch.tensor([[False, False], [False, True], [False, False]])
-    truncated = torch.tensor([[False, False], [True, False], [False, False]])
+    rewards = torch.ones(3, 3)
+    values = torch.tensor([[1.0], [2.0], [3.0]]).expand(3, 3)
+    next_values = torch.tensor([[2.0], [4.0], [5.0]]).expand(3, 3)
+    terminated = torch.tensor([[False, False, False], [False, True, True], [False, False, False]])
+    truncated = torch.tensor([[False, False, False], [True, False, True], [False, False, False]])
     adv, ret = truncation_aware_gae(rewards, values, next_values, terminated, truncated, gamma=0.5, lam=0.5)
-    assert_close(adv, torch.tensor([[1.25, 0.75], [1.0, -1.0], [0.5, 0.5]]))
-    assert_close(ret, torch.tensor([[2.25, 1.75], [3.0, 1.0], [3.5, 3.5]]))
+    assert_close(adv, torch.tensor([[1.25, 0.75, 0.75], [1.0, -1.0, -1.0], [0.5, 0.5, 0.5]]))
+    assert_close(ret, torch.tensor([[2.25, 1.75, 1.75], [3.0, 1.0, 1.0], [3.5, 3.5, 3.5]]))
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.8, 1.0])
@@ -298,6 +300,7 @@ def test_truncation_aware_gae_matches_the_definition(gamma, lam):
     rewards, values, final_values = (torch.randn(T, B, generator=g, dtype=torch.float64) for _ in range(3))
     terminated = torch.rand(T, B, generator=g) < 0.2
     truncated = torch.rand(T, B, generator=g) < 0.2
+    terminated[2, 1] = truncated[2, 1] = True  # the draws alone need not hold a step with both flags
     done = terminated | truncated
     next_values = final_values.clone()
     next_values[:-1] = torch.where(done[:-1], final_values[:-1], values[1:])
