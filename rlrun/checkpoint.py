@@ -199,19 +199,14 @@ _UNSAFE_MARKERS = ("GLOBAL", "unrecognized function", "Can only create new objec
 _LOADED: dict[tuple[str, int, int], dict[str, Any]] = {}  # one read per file version and process
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint with ``torch.load(weights_only=True)`` onto the CPU; raise :class:`CheckpointError` with a
-    readable message for a missing, truncated, corrupt, foreign or unsafe file."""
+def read_plain_data(path: str | Path, map_location: Any = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)``: tensors and plain data only, so reading a file cannot run code.
+    A file holding other Python objects is refused, and an unreadable, truncated or corrupt one reported, each as
+    one :class:`CheckpointError` line. Every torch file rlrun reads back goes through here (checkpoints,
+    :meth:`rlrun.Agent.load`)."""
     path = Path(path)
     try:
-        st = path.stat()
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot be read ({e.strerror}).") from None
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
-    if key in _LOADED:
-        return _LOADED[key]
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         text = " ".join(str(e).split())
         if any(m in text for m in _UNSAFE_MARKERS):
@@ -226,6 +221,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         text = " ".join(str(e).split()) or type(e).__name__
         raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({text[:200]}). Use another copy or "
                               f"start a new run.") from None
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint with :func:`read_plain_data` onto the CPU; raise :class:`CheckpointError` with a
+    readable message for a missing, truncated, corrupt, foreign or unsafe file."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror}).") from None
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key in _LOADED:
+        return _LOADED[key]
+    state = read_plain_data(path)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an rlrun checkpoint (no '{FORMAT}' marker).")
     if int(state.get("version", 0)) > VERSION:
