@@ -55,6 +55,8 @@ from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import PlacementError, RlrunError, one_line
 from rlrun.export import export_policy
 from rlrun.logging.fanout import MetricsLogger
+from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
+from rlrun.redact import redact_uri
 from rlrun.registry import registry
 
 log = logging.getLogger(__name__)
@@ -244,14 +246,19 @@ def _resumed_config(cfg: DictConfig, overrides: Sequence[str] | None) -> tuple[D
     path = ckpt.find_checkpoint(str(cfg.resume))
     state = ckpt.load_checkpoint(path)
     resumed = ckpt.resume_config(state["config"], cfg, _task_overrides() if overrides is None else overrides)
-    mlflow_state = state.get("mlflow") or {}
-    saved_uri = (state["config"].get("logger", {}).get("mlflow", {}) or {}).get("tracking_uri")
-    mlflow_cfg = resumed.logger.mlflow
-    if mlflow_state.get("run_id") and mlflow_cfg.enabled and mlflow_cfg.tracking_uri == saved_uri:
-        # The same store as before (resolved as it was then, whatever the working directory is now): append to
-        # the same MLflow run.
-        mlflow_cfg.tracking_uri = mlflow_state.get("tracking_uri") or saved_uri
-        mlflow_cfg.run_id = mlflow_state["run_id"]
+    # The tracking store is the one the user configures now (command line and defaults), never the one the
+    # checkpoint names: a checkpoint may come from anyone, and MLflow sends the user's credentials to the store.
+    # The saved run id only continues the MLflow run when the saved store is that same store.
+    mlflow_cfg, user_cfg = resumed.logger.mlflow, cfg.logger.mlflow
+    mlflow_cfg.tracking_uri, mlflow_cfg.run_id = user_cfg.tracking_uri, user_cfg.run_id
+    saved = state.get("mlflow") or {}
+    if mlflow_cfg.enabled and mlflow_cfg.run_id is None and saved.get("run_id"):
+        uri = mlflow_cfg.tracking_uri or default_tracking_uri()
+        mlflow_cfg.run_id = mlflow_run_in(state, uri)
+        if mlflow_cfg.run_id is None:
+            log.warning("resume: the run's MLflow run is in the tracking store %s, not in this run's %s: a new "
+                        "MLflow run starts there. To continue that run, give logger.mlflow.tracking_uri=<that "
+                        "store's URI>.", redact_uri(saved.get("tracking_uri")), redact_uri(uri))
     return validate(resumed), ckpt.run_dir_of(path), state
 
 

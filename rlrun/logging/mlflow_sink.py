@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 from rlrun.errors import one_line
 from rlrun.fingerprint import fingerprint_tags, package_versions
 from rlrun.logging.fanout import RunContext
+from rlrun.redact import redact_uri
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
@@ -49,6 +50,17 @@ class MLflowUnavailable(Exception):
 
 def default_tracking_uri() -> str:
     return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+
+
+def mlflow_run_in(state: dict[str, Any], uri: str) -> str | None:
+    """The checkpoint's MLflow run id if its saved tracking URI is ``uri`` (the store the user configured), else
+    None: the saved URI only confirms a store, it never chooses one. Compared without credentials (a checkpoint
+    records its URI redacted)."""
+    saved = state.get("mlflow") or {}
+    run_id, saved_uri = saved.get("run_id"), saved.get("tracking_uri")
+    if isinstance(run_id, str) and run_id and isinstance(saved_uri, str) and redact_uri(saved_uri) == redact_uri(uri):
+        return run_id
+    return None
 
 
 def is_local_store(uri: str) -> bool:
