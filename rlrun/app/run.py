@@ -56,7 +56,7 @@ from rlrun.errors import PlacementError, RlrunError, one_line
 from rlrun.export import export_policy
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
-from rlrun.redact import redact_uri
+from rlrun.redact import redact_strings, redact_text, redact_uri
 from rlrun.registry import registry
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ def seed_everything(seed: int) -> None:
 
 
 def flatten_config(cfg: DictConfig) -> dict[str, Any]:
-    """``{"algo.lr": 0.001, ...}`` for every leaf of the composed config (lists kept as their text)."""
+    """``{"algo.lr": 0.001, ...}`` for every leaf of the composed config (lists kept as their text), URIs without
+    their credentials (:func:`~rlrun.redact.redact_strings`): these are recorded as params and hparams."""
     out: dict[str, Any] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -86,8 +87,21 @@ def flatten_config(cfg: DictConfig) -> dict[str, Any]:
         else:
             out[prefix.rstrip(".")] = node if isinstance(node, (int, float, str, bool)) or node is None else str(node)
 
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    walk(redact_strings(OmegaConf.to_container(cfg, resolve=True)), "")
     return out
+
+
+def redact_hydra_files(run_dir: Path) -> None:
+    """Hydra writes the command line and the composed config into ``<run dir>/.hydra/`` before the run starts;
+    rewrite those copies without the credentials of any URI in them (:func:`~rlrun.redact.redact_text`), as
+    every other record of the run is. The run itself keeps the config it was given."""
+    for path in sorted((run_dir / ".hydra").glob("*.yaml")):
+        text = path.read_text()
+        clean = redact_text(text)
+        if clean != text:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(clean)
+            os.replace(tmp, path)
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -292,6 +306,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
         cfg, run_dir, resume_state = _resumed_config(cfg, overrides)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    redact_hydra_files(run_dir)
     seed = int(cfg.seed)
     seed_everything(seed)
     device = resolve_device(cfg.device)
@@ -513,8 +528,9 @@ def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, 
         "executor": executor.state_dict() if hasattr(executor, "state_dict") else None,  # None: not saved
         "loop": loop.state_dict(),
         "rng": plain_data.rng_state(),
-        "config": OmegaConf.to_container(cfg, resolve=True),
-        "mlflow": {"run_id": getattr(sink, "run_id", None), "tracking_uri": getattr(sink, "tracking_uri", None)},
+        "config": redact_strings(OmegaConf.to_container(cfg, resolve=True)),
+        "mlflow": {"run_id": getattr(sink, "run_id", None),
+                   "tracking_uri": redact_uri(getattr(sink, "tracking_uri", None))},
     }
 
 
