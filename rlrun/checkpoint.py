@@ -251,12 +251,26 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------- resume
 
 
+def _literal(data: Any) -> Any:
+    """Saved config data with every ``${`` escaped, so that OmegaConf keeps it as text: a saved config was resolved
+    when it was written, so an interpolation in it was put there by someone else, and resolving it
+    (``${oc.env:SECRET}``) would put this machine's values into what the run records."""
+    if isinstance(data, str):
+        return data.replace("${", "\\${") if "${" in data else data
+    if isinstance(data, dict):
+        return {k: _literal(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_literal(v) for v in data]
+    return data
+
+
 def _key_allowed(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)
 
 
 def typed_config(saved: dict[str, Any]) -> DictConfig:
     """A saved (plain) config typed again by its schemas, so that the algorithm gets its config dataclass."""
+    saved = _literal(saved)
     plain = {k: v for k, v in saved.items() if k not in GROUPS}
     cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), plain)
     for group in GROUPS:

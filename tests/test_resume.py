@@ -267,3 +267,21 @@ def test_resuming_a_run_that_reached_its_stop_condition_trains_no_further(finish
     summary = run_experiment(compose(overrides), finished_run, overrides=overrides)
     assert summary["env_steps"] == 2 * N and summary["stop_reason"] == "env_steps"
     assert path.read_bytes() == before  # no extra iteration, no new checkpoint
+
+
+def test_the_saved_config_is_data_no_interpolation_resolves(reference_run: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint whose saved config holds ${oc.env:...} (a saved config is resolved when written, so someone
+    put it there): the resumed config keeps it as text, and the params a resumed run logs hold no secret."""
+    from rlrun.app.run import flatten_config
+    from rlrun.config import compose
+
+    monkeypatch.setenv("RLRUN_TEST_SECRET", "hunter2")
+    crafted = crafted_copy(reference_run, tmp_path / "crafted",
+                           logger={"mlflow": {"tags": {"note": "${oc.env:RLRUN_TEST_SECRET}"}}})
+    state = ckpt.load_checkpoint(ckpt.checkpoint_path(crafted))
+    overrides = [f"resume={crafted}", f"stop.env_steps={2 * N + 4}"]
+    params = flatten_config(ckpt.resume_config(state["config"], compose(overrides), overrides))
+    assert params["logger.mlflow.tags.note"] == "${oc.env:RLRUN_TEST_SECRET}"
+    assert not any("hunter2" in str(v) for v in params.values())
+
