@@ -39,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun.components.memories import ReplayMemory
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.config import GROUPS, RunConfig, compose, schema_for
+from rlrun.config import GROUPS, RayExecutorConfig, RunConfig, compose, schema_for
 from rlrun.errors import CheckpointError, ConfigError
 
 FORMAT = "rlrun-checkpoint"
@@ -264,6 +264,40 @@ def _literal(data: Any) -> Any:
     return data
 
 
+def config_imports(config: Any) -> dict[str, str]:
+    """The Python modules a config makes rlrun import, each with the setting that names it: a gymnasium
+    ``env.id=module.path:EnvId-v0``, a PettingZoo ``env.id`` outside the known families, and
+    ``executor.preload_modules`` beyond rlrun's own. Importing a module runs its code."""
+    from rlrun.envs.pettingzoo_env import FAMILIES  # lazily: it imports gymnasium
+
+    env = config.get("env") or {}
+    env_id = str(env.get("id") or "")
+    out: dict[str, str] = {}
+    if str(env.get("name")) == "pettingzoo":
+        if "." in env_id and not any(env_id.startswith(f + ".") for f in FAMILIES):
+            out[env_id] = f"env.id={env_id}"
+    elif ":" in env_id:
+        out[env_id.partition(":")[0]] = f"env.id={env_id}"
+    default_preload = RayExecutorConfig().preload_modules
+    preload = [str(m) for m in (config.get("executor") or {}).get("preload_modules") or ()]
+    for module in preload:
+        if module not in default_preload:
+            out[module] = f"executor.preload_modules=[{','.join(preload)}]"
+    return out
+
+
+def check_saved_imports(saved: Any, allowed: Any, how: str) -> None:
+    """Refuse, with one :class:`ConfigError` line, a saved config that would import a module not in ``allowed``
+    (the modules the user named): a checkpoint is data, and may come from anyone. ``how`` says how to name them."""
+    asked = {m: where for m, where in config_imports(saved).items() if m not in set(allowed)}
+    if asked:
+        what = "; ".join(f"{m} ({where})" for m, where in asked.items())
+        settings = " ".join(dict.fromkeys(f"'{w}'" for w in asked.values()))
+        raise ConfigError(f"the checkpoint's config asks to import {what}, which runs that module's code; nothing "
+                          f"was imported. If you trust this run directory, "
+                          f"{how.format(modules=' '.join(asked), settings=settings)}.")
+
+
 def _key_allowed(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)
 
@@ -288,6 +322,7 @@ def resume_config(saved: dict[str, Any], composed: DictConfig, overrides: Sequen
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    check_saved_imports(saved, config_imports(composed), "name it on the command line as the run has it: {settings}")
     cfg = typed_config(saved)
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     refused = []

@@ -247,13 +247,17 @@ class Restored:
         self.algo.stop()
 
 
-def restore(path: str | Path, device: str = "cpu") -> Restored:
+def restore(path: str | Path, device: str = "cpu", allow_imports: Sequence[str] = ()) -> Restored:
     """Load the checkpoint of a run directory (or a checkpoint file) into its algorithm, built on ``device``
-    without env workers; the replay memory is not loaded (acting does not need it)."""
+    without env workers; the replay memory is not loaded (acting does not need it). A module the saved config
+    would import (``env.id=module:Env``, ...) is imported only if it is in ``allow_imports``, else a
+    :class:`~rlrun.errors.ConfigError` names it."""
     from omegaconf import OmegaConf
 
     file = ckpt.find_checkpoint(path)
     state = ckpt.load_checkpoint(file)
+    ckpt.check_saved_imports(state["config"], allow_imports, "repeat the command with --allow-import MODULE for each "
+                                                             "of: {modules}")
     cfg = ckpt.typed_config(state["config"])
     torch.set_num_threads(max(int(cfg.device.get("torch_threads", 1)), 1))
     from rlrun.algos.multiagent import build_plan  # the algorithms load only when a checkpoint is restored
@@ -276,8 +280,11 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--format", dest="formats", action="append", choices=sorted(FORMATS),
                         help="torchscript (default) or onnx; repeat for both")
     parser.add_argument("--out", type=Path, help="output directory (default: <run dir>/export)")
+    parser.add_argument("--allow-import", dest="allow_imports", action="append", default=[], metavar="MODULE",
+                        help="let the checkpoint's config import MODULE (env.id=MODULE:Env, ...): only for a "
+                             "run directory you trust; repeat for several")
     args = parser.parse_args(list(argv))
-    restored = restore(args.target)
+    restored = restore(args.target, allow_imports=args.allow_imports)
     try:
         out = args.out or restored.run_dir / "export"
         formats = args.formats or ["torchscript"]

@@ -413,3 +413,18 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
 def test_bad_checkpoint_and_export_settings_are_refused(override: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle.replace("[", r"\[")):
         compose([override])
+
+
+def test_config_imports_names_each_module_a_saved_config_would_import() -> None:
+    """What a checkpoint's config may not import without the user: a gymnasium module:Env id, a PettingZoo module
+    outside the installed families, preload modules beyond rlrun's own; the families and rlrun's defaults pass."""
+    assert ckpt.config_imports({"env": {"name": "gym", "id": "pkg.mod:Env-v0"}}) == {"pkg.mod": "env.id=pkg.mod:Env-v0"}
+    assert ckpt.config_imports({"env": {"name": "gym", "id": "ALE/Pong-v5"}}) == {}
+    assert ckpt.config_imports({"env": {"name": "pettingzoo", "id": "evil.mod"}}) == {"evil.mod": "env.id=evil.mod"}
+    assert ckpt.config_imports({"env": {"name": "pettingzoo", "id": "mpe2.simple_spread_v3"}}) == {}
+    assert ckpt.config_imports({"env": {"name": "pettingzoo", "id": "pistonball_v6"}}) == {}
+    preload = {"executor": {"preload_modules": ["torch", "rlrun.execution.ray_actor", "evil"]}}
+    assert ckpt.config_imports(preload) == {"evil": "executor.preload_modules=[torch,rlrun.execution.ray_actor,evil]"}
+    with pytest.raises(ConfigError, match=r"asks to import evil \(executor\.preload_modules=.*trust.*evil"):
+        ckpt.check_saved_imports(preload, (), "name {modules}")
+    ckpt.check_saved_imports(preload, ("evil",), "name {modules}")

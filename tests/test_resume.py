@@ -285,3 +285,24 @@ def test_the_saved_config_is_data_no_interpolation_resolves(reference_run: Path,
     assert params["logger.mlflow.tags.note"] == "${oc.env:RLRUN_TEST_SECRET}"
     assert not any("hunter2" in str(v) for v in params.values())
 
+
+def test_a_module_import_the_saved_config_names_needs_the_user(reference_run: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint whose saved config names env.id=<module>:CartPole-v1 (importing the module runs its code): resume
+    refuses it with one line naming the module and the setting, and nothing is imported; naming the same env.id on
+    the command line is the user's choice, and is accepted."""
+    from rlrun.config import compose
+    from rlrun.errors import ConfigError
+
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_env.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    crafted = crafted_copy(reference_run, tmp_path / "crafted", env={"id": "evil_env:CartPole-v1"})
+    state = ckpt.load_checkpoint(ckpt.checkpoint_path(crafted))
+    overrides = [f"resume={crafted}", f"stop.env_steps={2 * N + 4}"]
+    with pytest.raises(ConfigError, match=r"asks to import evil_env \(env\.id=evil_env:CartPole-v1\).*"
+                                          r"'env\.id=evil_env:CartPole-v1'"):
+        ckpt.resume_config(state["config"], compose(overrides), overrides)
+    named = [*overrides, "env.id=evil_env:CartPole-v1"]
+    assert ckpt.resume_config(state["config"], compose(named), named).env.id == "evil_env:CartPole-v1"
+    assert not marker.exists()

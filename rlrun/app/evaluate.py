@@ -117,12 +117,12 @@ def make_env(env_cfg: Any, video_dir: Path | None) -> Any:
 
 
 def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, video_dir: Path | None = None,
-             write: bool = True, tracking_uri: str | None = None) -> EvalResult:
+             write: bool = True, tracking_uri: str | None = None, allow_imports: Sequence[str] = ()) -> EvalResult:
     """Evaluate the checkpoint of a run directory (or a checkpoint file); write eval.json and log to the run's
     MLflow run when that is in ``tracking_uri`` (default: :func:`default_tracking_uri`)."""
     if episodes < 1:
         raise RlrunError(f"episodes={episodes}: must be at least 1.")
-    restored = restore(target)
+    restored = restore(target, allow_imports=allow_imports)
     try:
         seed = int(restored.cfg.seed) + EVAL_SEED_OFFSET if seed is None else int(seed)
         if hasattr(restored.algo, "evaluate"):  # multi-agent: per-agent returns on one env copy
@@ -198,8 +198,12 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--tracking-uri", dest="tracking_uri", default=None, metavar="URI",
                         help="the MLflow tracking store to log to (also: tracking_uri=URI); default: "
                              "sqlite:///<working directory>/mlflow.db, as rlrun's own default")
+    parser.add_argument("--allow-import", dest="allow_imports", action="append", default=[], metavar="MODULE",
+                        help="let the checkpoint's config import MODULE (env.id=MODULE:Env, ...): only for a "
+                             "run directory you trust; repeat for several (also: allow_import=MODULE)")
     args = parser.parse_args(_key_values_as_options(argv))
-    result = evaluate(args.target, args.episodes, args.seed, args.video, tracking_uri=args.tracking_uri)
+    result = evaluate(args.target, args.episodes, args.seed, args.video, tracking_uri=args.tracking_uri,
+                      allow_imports=args.allow_imports)
     spread = "" if len(result.returns) < 2 else f" ± {result.return_std:.1f}"
     sys.stdout.write(f"eval: {len(result.returns)} episodes without exploration: return mean "
                      f"{result.return_mean:.1f}{spread} (min {min(result.returns):.1f}, max "
@@ -219,11 +223,11 @@ def _key_values_as_options(argv: Sequence[str]) -> list[str]:
     out: list[str] = []
     for a in argv:
         key, eq, value = a.partition("=")
-        if eq and not a.startswith("-") and key in ("episodes", "seed", "video", "tracking_uri"):
+        if eq and not a.startswith("-") and key in ("episodes", "seed", "video", "tracking_uri", "allow_import"):
             out += [f"--{key.replace('_', '-')}", value]
         elif eq and not a.startswith("-") and "/" not in key and not Path(a).exists():
             raise RlrunError(f"rlrun eval: unknown setting {a!r}; the settings are episodes=N, seed=S, video=DIR, "
-                             f"tracking_uri=URI.")
+                             f"tracking_uri=URI, allow_import=MODULE.")
         else:
             out.append(a)
     return out

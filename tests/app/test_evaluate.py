@@ -110,3 +110,22 @@ def test_a_checkpoint_does_not_choose_where_eval_sends_mlflow_data(trained_run: 
     result = json.loads((crafted / "eval.json").read_text())
     assert result["episodes"] == 1 and result["mlflow_run_id"] is None
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_rlrun_eval_imports_no_module_a_checkpoint_names(trained_run: Path, tmp_path: Path) -> None:
+    """A checkpoint whose saved config has env.id=<module>:CartPole-v1, the module on the path (importing it runs its
+    code; here it creates a marker file): rlrun eval refuses with one line naming the module and exits 2 without
+    importing it; with --allow-import <module> the user trusts it, and the evaluation runs."""
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_env.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    crafted = crafted_copy(trained_run, tmp_path / "crafted", env={"id": "evil_env:CartPole-v1"})
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = run_rlrun(["eval", str(crafted), "episodes=1"], tmp_path, env=env)
+    assert proc.returncode == 2 and not marker.exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "asks to import evil_env (env.id=evil_env:CartPole-v1)" in lines[0]
+    assert "--allow-import" in lines[0] and not (crafted / "eval.json").exists()
+
+    proc = run_rlrun(["eval", str(crafted), "episodes=1", "--allow-import", "evil_env"], tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists() and json.loads((crafted / "eval.json").read_text())["env"] == "evil_env:CartPole-v1"
