@@ -30,7 +30,7 @@ from torch import nn
 
 from rlrun import checkpoint as ckpt
 from rlrun import spaces as sp
-from rlrun.errors import RlrunError, one_line
+from rlrun.errors import ConfigError, RlrunError, one_line
 from rlrun.execution.timing import StageTimer
 from rlrun.registry import registry
 
@@ -104,6 +104,16 @@ def export_onnx(policy: nn.Module, obs_space: sp.Space, path: Path) -> Path:
         raise RlrunError(f"ONNX export failed: {one_line(e, 400)}") from None
     os.replace(tmp, path)
     return path
+
+
+def policy_dir(out_dir: Path, policy_id: str) -> Path:
+    """``out_dir/<policy id>``, a multi-agent policy's export directory, refused unless it is a directory directly
+    inside ``out_dir``: a policy id comes from a config, perhaps a checkpoint's, and must not name a path."""
+    target = Path(out_dir) / str(policy_id)
+    if target.resolve().parent != Path(out_dir).resolve():
+        raise ConfigError(f"policy id {policy_id!r}: not a plain name (letters, digits, _ and -), so its export "
+                          f"directory would be outside {out_dir}; nothing was written.")
+    return target
 
 
 def export_policy(policy: nn.Module, obs_space_or_spec: Any, out_dir: Path, formats: Sequence[str]) -> list[Path]:
@@ -291,7 +301,7 @@ def main(argv: Sequence[str]) -> None:
         per_policy = getattr(restored.algo, "exported_policies", None)  # multi-agent: a directory per policy
         if per_policy is not None:
             paths = [p for pid, (policy, pspec) in per_policy().items()
-                     for p in export_policy(policy, pspec, out / pid, formats)]
+                     for p in export_policy(policy, pspec, policy_dir(out, pid), formats)]
         else:
             paths = export_policy(restored.policy(), restored.spec, out, formats)
     finally:

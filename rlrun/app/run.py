@@ -53,7 +53,7 @@ from rlrun.app.startup_gc import resume_collection
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import PlacementError, RlrunError, one_line
-from rlrun.export import export_policy
+from rlrun.export import export_policy, policy_dir
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
 from rlrun.redact import redact_strings, redact_text, redact_uri
@@ -568,7 +568,7 @@ def _export_at_end(algo: Any, spec: Any, run_dir: Path, formats: list[str], logg
         per_policy = getattr(algo, "exported_policies", None)  # multi-agent: one directory per policy
         if per_policy is not None:
             paths = [p for pid, (policy, pspec) in per_policy().items()
-                     for p in export_policy(policy, pspec, run_dir / "export" / pid, formats)]
+                     for p in export_policy(policy, pspec, policy_dir(run_dir / "export", pid), formats)]
         else:
             paths = export_policy(algo.acting_policy(), spec, run_dir / "export", formats)
     except Exception as e:  # noqa: BLE001
