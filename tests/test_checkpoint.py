@@ -172,6 +172,34 @@ def test_env_state_of_other_wrappers_is_refused() -> None:
         env_state.set_env_state(other, state)
 
 
+@pytest.mark.parametrize("layer, key", [(0, "env"), (-1, "brand_new"), (-1, "render_mode")])
+def test_env_state_sets_only_attributes_the_env_has(layer: int, key: str) -> None:
+    """A tampered env state naming an attribute a save never keeps (a wrapper's inner env, render_mode) or one the
+    env does not have: refused with the checkpoint error, and nothing of the env is changed."""
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    state = roundtrip(env_state.env_state(env))
+    state[layer]["attrs"][key] = plain_data.encode(1)
+    inner, attrs = env.env, dict(vars(env.unwrapped))
+    with pytest.raises(CheckpointError, match=f"sets attribute '{key}'"):
+        env_state.set_env_state(env, state)
+    assert env.env is inner and "brand_new" not in vars(env.unwrapped) and env.unwrapped.render_mode is None
+    assert vars(env.unwrapped).keys() == attrs.keys()
+
+
+def test_damaged_emulator_state_is_the_checkpoint_error() -> None:
+    """ALE's own deserializer raises what it likes on damaged bytes (SystemError among them): one CheckpointError."""
+    ale_py = pytest.importorskip("ale_py")
+    gym.register_envs(ale_py)
+    env = gym.make("ALE/Pong-v5")
+    env.reset(seed=0)
+    state = roundtrip(env_state.env_state(env))
+    state[-1]["emulator"] = plain_data.bytes_to_tensor(b"\x07" * 64)
+    with pytest.raises(CheckpointError, match="emulator state"):
+        env_state.set_env_state(env, state)
+    env.close()
+
+
 # ---------------------------------------------------------------------------------------------------- algorithm
 
 
