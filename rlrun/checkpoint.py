@@ -298,6 +298,18 @@ def check_saved_imports(saved: Any, allowed: Any, how: str) -> None:
                           f"{how.format(modules=' '.join(asked), settings=settings)}.")
 
 
+def check_saved_cluster(saved: Any) -> None:
+    """Refuse a saved ``executor.address`` naming a Ray cluster the user has not named (``RAY_ADDRESS``): joining a
+    cluster sends it the run's code and data and runs what it sends back, so a checkpoint must not choose one.
+    ``auto`` (the cluster ``ray start`` made on this machine) and ``local`` stay."""
+    address = (saved.get("executor") or {}).get("address")
+    if address in (None, "", "auto", "local") or str(address) == os.environ.get("RAY_ADDRESS"):
+        return
+    raise ConfigError(f"the checkpoint's config joins the Ray cluster at executor.address={address}, which would "
+                      f"run this run's code there and take what it sends back; nothing was started. If that is "
+                      f"your cluster, name it: RAY_ADDRESS={address} rlrun resume=...")
+
+
 def _key_allowed(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)
 
@@ -323,6 +335,7 @@ def resume_config(saved: dict[str, Any], composed: DictConfig, overrides: Sequen
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     check_saved_imports(saved, config_imports(composed), "name it on the command line as the run has it: {settings}")
+    check_saved_cluster(saved)
     cfg = typed_config(saved)
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     refused = []

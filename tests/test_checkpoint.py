@@ -456,3 +456,19 @@ def test_config_imports_names_each_module_a_saved_config_would_import() -> None:
     with pytest.raises(ConfigError, match=r"asks to import evil \(executor\.preload_modules=.*trust.*evil"):
         ckpt.check_saved_imports(preload, (), "name {modules}")
     ckpt.check_saved_imports(preload, ("evil",), "name {modules}")
+
+
+def test_resume_joins_no_ray_cluster_the_checkpoint_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saved executor.address (a Ray cluster: it would run the driver's code and send back what it likes) is
+    refused on resume unless the user names the same cluster with RAY_ADDRESS; auto (this machine's) stays."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    saved = saved_config("executor=ray", "executor.address=ray://203.0.113.9:10001")
+    overrides = ["resume=/x"]
+    with pytest.raises(ConfigError, match=r"joins the Ray cluster at executor\.address=ray://203\.0\.113\.9:10001.*"
+                                          r"RAY_ADDRESS=ray://203\.0\.113\.9:10001 rlrun resume="):
+        ckpt.resume_config(saved, compose(overrides), overrides)
+    monkeypatch.setenv("RAY_ADDRESS", "ray://203.0.113.9:10001")
+    assert ckpt.resume_config(saved, compose(overrides), overrides).executor.address == "ray://203.0.113.9:10001"
+    monkeypatch.delenv("RAY_ADDRESS")
+    auto = saved_config("executor=ray", "executor.address=auto")
+    assert ckpt.resume_config(auto, compose(overrides), overrides).executor.address == "auto"
