@@ -10,7 +10,10 @@ records.
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -39,9 +42,9 @@ def redact_uri(uri: Any) -> Any:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-# In free text (a command line, a YAML file, an error message): the user-info of any scheme://user:pw@host, and
-# the values of secret-looking query parameters.
-_USERINFO_IN_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
+# In free text (a command line, a YAML file, an error message): the user-info of any scheme://user:pw@host (also as
+# Hydra escapes it, scheme\://user\:pw@host), and the values of secret-looking query parameters.
+_USERINFO_IN_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*\\?://)[^/@\s'\"]+@")
 _QUERY_IN_TEXT = re.compile(r"([?&][^=&\s'\"]*(?:pass|pwd|token|secret|key|auth|credential|sig)[^=&\s'\"]*=)"
                             r"[^&\s'\"]+", re.IGNORECASE)
 
@@ -67,3 +70,41 @@ def redact_strings(data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return type(data)(redact_strings(v) for v in data)
     return data
+
+
+def redact_file(path: Path) -> None:
+    """Rewrite a text file another program wrote (Hydra's ``.hydra/*.yaml``, ``multirun.yaml``) without the
+    credentials of any URI in it; atomic, and only when there is something to remove."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return
+    clean = redact_text(text)
+    if clean != text:
+        tmp = Path(path).with_name(Path(path).name + ".tmp")
+        tmp.write_text(clean)
+        os.replace(tmp, path)
+
+
+def redact_log_records() -> None:
+    """Make every log record of this process carry its message without URI credentials: Hydra's launchers log each
+    job's overrides (``logger.mlflow.tracking_uri=...``) to the console and the sweep's log, and libraries may log
+    the URI they were given. Installed once, by the ``rlrun`` command."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "rlrun_redacts", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format is logging's own error to report, later
+            return record
+        if "@" in message or "=" in message:
+            clean = redact_text(message)
+            if clean != message:
+                record.msg, record.args = clean, ()
+        return record
+
+    factory.rlrun_redacts = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

@@ -56,7 +56,7 @@ from rlrun.errors import PlacementError, RlrunError, one_line
 from rlrun.export import export_policy, policy_dir
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
-from rlrun.redact import redact_strings, redact_text, redact_uri
+from rlrun.redact import redact_file, redact_strings, redact_uri
 from rlrun.registry import registry
 
 log = logging.getLogger(__name__)
@@ -96,12 +96,7 @@ def redact_hydra_files(run_dir: Path) -> None:
     rewrite those copies without the credentials of any URI in them (:func:`~rlrun.redact.redact_text`), as
     every other record of the run is. The run itself keeps the config it was given."""
     for path in sorted((run_dir / ".hydra").glob("*.yaml")):
-        text = path.read_text()
-        clean = redact_text(text)
-        if clean != text:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(clean)
-            os.replace(tmp, path)
+        redact_file(path)
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
