@@ -12,9 +12,11 @@ install: $(STAMP)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first and exactly (a CPU wheel of 2.13.0 is on the machine; any other version pulls GBs of CUDA packages),
-# then the package with pip's default upgrade strategy, which keeps it.
+# pip first (venv's bundled pip is old and has known vulnerabilities, e.g. CVE-2023-5752), then torch first and
+# exactly (a CPU wheel of 2.13.0 is on the machine; any other version pulls GBs of CUDA packages), then the package
+# with pip's default upgrade strategy, which keeps it.
 $(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)

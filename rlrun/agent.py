@@ -49,6 +49,7 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.on_policy import rollout_from_steps
+from rlrun.checkpoint import read_plain_data
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.export import export_onnx, export_torchscript
@@ -208,8 +209,10 @@ class Agent:
         return path
 
     def load(self, path: str | Path) -> None:
-        """Restore what :meth:`save` wrote (an agent made with the same algorithm, spaces and config)."""
-        self.component.load_state_dict(torch.load(Path(path), map_location=self.device, weights_only=False))
+        """Restore what :meth:`save` wrote (an agent made with the same algorithm, spaces and config). The file is
+        read as plain data (``torch.load(weights_only=True)``, as checkpoints are): one holding other Python
+        objects, which could run code while loading, is refused with a :class:`~rlrun.errors.CheckpointError`."""
+        self.component.load_state_dict(read_plain_data(Path(path), map_location=self.device))
 
     def export_model(self, path: str | Path, format: str = "torchscript") -> Path:  # noqa: A002 - the CLI's word
         """The greedy policy (observations -> actions) as TorchScript (``torch.jit.load``) or ONNX (needs the

@@ -39,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun.components.memories import ReplayMemory
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.config import GROUPS, RunConfig, compose, schema_for
+from rlrun.config import GROUPS, RayExecutorConfig, RunConfig, compose, schema_for
 from rlrun.errors import CheckpointError, ConfigError
 
 FORMAT = "rlrun-checkpoint"
@@ -225,19 +225,14 @@ _UNSAFE_MARKERS = ("GLOBAL", "unrecognized function", "Can only create new objec
 _LOADED: dict[tuple[str, int, int], dict[str, Any]] = {}  # one read per file version and process
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint with ``torch.load(weights_only=True)`` onto the CPU; raise :class:`CheckpointError` with a
-    readable message for a missing, truncated, corrupt, foreign or unsafe file."""
+def read_plain_data(path: str | Path, map_location: Any = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)``: tensors and plain data only, so reading a file cannot run code.
+    A file holding other Python objects is refused, and an unreadable, truncated or corrupt one reported, each as
+    one :class:`CheckpointError` line. Every torch file rlrun reads back goes through here (checkpoints,
+    :meth:`rlrun.Agent.load`)."""
     path = Path(path)
     try:
-        st = path.stat()
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot be read ({e.strerror}).") from None
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
-    if key in _LOADED:
-        return _LOADED[key]
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         text = " ".join(str(e).split())
         if any(m in text for m in _UNSAFE_MARKERS):
@@ -252,6 +247,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         text = " ".join(str(e).split()) or type(e).__name__
         raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({text[:200]}). Use another copy or "
                               f"start a new run.") from None
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint with :func:`read_plain_data` onto the CPU; raise :class:`CheckpointError` with a
+    readable message for a missing, truncated, corrupt, foreign or unsafe file."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror}).") from None
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key in _LOADED:
+        return _LOADED[key]
+    state = read_plain_data(path)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an rlrun checkpoint (no '{FORMAT}' marker).")
     if int(state.get("version", 0)) > VERSION:
@@ -268,12 +277,72 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------- resume
 
 
+def _literal(data: Any) -> Any:
+    """Saved config data with every ``${`` escaped, so that OmegaConf keeps it as text: a saved config was resolved
+    when it was written, so an interpolation in it was put there by someone else, and resolving it
+    (``${oc.env:SECRET}``) would put this machine's values into what the run records."""
+    if isinstance(data, str):
+        return data.replace("${", "\\${") if "${" in data else data
+    if isinstance(data, dict):
+        return {k: _literal(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_literal(v) for v in data]
+    return data
+
+
+def config_imports(config: Any) -> dict[str, str]:
+    """The Python modules a config makes rlrun import, each with the setting that names it: a gymnasium
+    ``env.id=module.path:EnvId-v0``, a PettingZoo ``env.id`` outside the known families, and
+    ``executor.preload_modules`` beyond rlrun's own. Importing a module runs its code."""
+    from rlrun.envs.pettingzoo_env import FAMILIES  # lazily: it imports gymnasium
+
+    env = config.get("env") or {}
+    env_id = str(env.get("id") or "")
+    out: dict[str, str] = {}
+    if str(env.get("name")) == "pettingzoo":
+        if "." in env_id and not any(env_id.startswith(f + ".") for f in FAMILIES):
+            out[env_id] = f"env.id={env_id}"
+    elif ":" in env_id:
+        out[env_id.partition(":")[0]] = f"env.id={env_id}"
+    default_preload = RayExecutorConfig().preload_modules
+    preload = [str(m) for m in (config.get("executor") or {}).get("preload_modules") or ()]
+    for module in preload:
+        if module not in default_preload:
+            out[module] = f"executor.preload_modules=[{','.join(preload)}]"
+    return out
+
+
+def check_saved_imports(saved: Any, allowed: Any, how: str) -> None:
+    """Refuse, with one :class:`ConfigError` line, a saved config that would import a module not in ``allowed``
+    (the modules the user named): a checkpoint is data, and may come from anyone. ``how`` says how to name them."""
+    asked = {m: where for m, where in config_imports(saved).items() if m not in set(allowed)}
+    if asked:
+        what = "; ".join(f"{m} ({where})" for m, where in asked.items())
+        settings = " ".join(dict.fromkeys(f"'{w}'" for w in asked.values()))
+        raise ConfigError(f"the checkpoint's config asks to import {what}, which runs that module's code; nothing "
+                          f"was imported. If you trust this run directory, "
+                          f"{how.format(modules=' '.join(asked), settings=settings)}.")
+
+
+def check_saved_cluster(saved: Any) -> None:
+    """Refuse a saved ``executor.address`` naming a Ray cluster the user has not named (``RAY_ADDRESS``): joining a
+    cluster sends it the run's code and data and runs what it sends back, so a checkpoint must not choose one.
+    ``auto`` (the cluster ``ray start`` made on this machine) and ``local`` stay."""
+    address = (saved.get("executor") or {}).get("address")
+    if address in (None, "", "auto", "local") or str(address) == os.environ.get("RAY_ADDRESS"):
+        return
+    raise ConfigError(f"the checkpoint's config joins the Ray cluster at executor.address={address}, which would "
+                      f"run this run's code there and take what it sends back; nothing was started. If that is "
+                      f"your cluster, name it: RAY_ADDRESS={address} rlrun resume=...")
+
+
 def _key_allowed(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)
 
 
 def typed_config(saved: dict[str, Any]) -> DictConfig:
     """A saved (plain) config typed again by its schemas, so that the algorithm gets its config dataclass."""
+    saved = _literal(saved)
     plain = {k: v for k, v in saved.items() if k not in GROUPS}
     cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), plain)
     for group in GROUPS:
@@ -291,6 +360,8 @@ def resume_config(saved: dict[str, Any], composed: DictConfig, overrides: Sequen
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    check_saved_imports(saved, config_imports(composed), "name it on the command line as the run has it: {settings}")
+    check_saved_cluster(saved)
     cfg = typed_config(saved)
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     refused = []

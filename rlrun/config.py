@@ -479,6 +479,19 @@ def compose(overrides: Sequence[str], check: bool = True):  # type: ignore[no-un
     return validate(cfg) if check else cfg
 
 
+def check_run_name(name: str) -> None:
+    """Refuse a ``run_name`` that would put the run directory (``outputs/<date>/<time>-<run_name>``) elsewhere: an
+    absolute path, a ``.`` or ``..`` part, a backslash or a control character. A ``/`` inside stays (the default
+    name holds the env id, e.g. ``ALE/Pong-v5``: a directory below the time's)."""
+    parts = name.split("/")
+    bad = (name.startswith("/") or any(p in (".", "..") for p in parts) or "\\" in name
+           or any(ord(c) < 32 or ord(c) == 127 for c in name))
+    if bad:
+        raise ConfigError(f"run_name={name!r}: it would place the run directory outside outputs/ (an absolute path, "
+                          f"a . or .. part, a backslash or a control character); use letters, digits, _ . - "
+                          f"(e.g. run_name=my-run).")
+
+
 def validate(cfg: DictConfig) -> DictConfig:
     """Check every group against its schema (types, unknown keys, the declared ranges and choices of
     :mod:`rlrun.schema`) and the run settings that involve several keys; return cfg.
@@ -496,6 +509,7 @@ def validate(cfg: DictConfig) -> DictConfig:
             check(OmegaConf.to_container(node, resolve=True))
     top = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in GROUPS and k != "hydra"}
     _check_against(RunConfig, OmegaConf.create(top), prefix="", skip=GROUPS)
+    check_run_name(str(top.get("run_name", "")))
     stop = cfg.stop
     if stop.env_steps is None and stop.wall_time_s is None and stop.episode_return_mean is None:
         raise ConfigError("stop: every stop condition is null, so the run would never end. "

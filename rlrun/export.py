@@ -30,7 +30,7 @@ from torch import nn
 
 from rlrun import checkpoint as ckpt
 from rlrun import spaces as sp
-from rlrun.errors import RlrunError, one_line
+from rlrun.errors import ConfigError, RlrunError, one_line
 from rlrun.execution.timing import StageTimer
 from rlrun.registry import registry
 
@@ -104,6 +104,16 @@ def export_onnx(policy: nn.Module, obs_space: sp.Space, path: Path) -> Path:
         raise RlrunError(f"ONNX export failed: {one_line(e, 400)}") from None
     os.replace(tmp, path)
     return path
+
+
+def policy_dir(out_dir: Path, policy_id: str) -> Path:
+    """``out_dir/<policy id>``, a multi-agent policy's export directory, refused unless it is a directory directly
+    inside ``out_dir``: a policy id comes from a config, perhaps a checkpoint's, and must not name a path."""
+    target = Path(out_dir) / str(policy_id)
+    if target.resolve().parent != Path(out_dir).resolve():
+        raise ConfigError(f"policy id {policy_id!r}: not a plain name (letters, digits, _ and -), so its export "
+                          f"directory would be outside {out_dir}; nothing was written.")
+    return target
 
 
 def export_policy(policy: nn.Module, obs_space_or_spec: Any, out_dir: Path, formats: Sequence[str]) -> list[Path]:
@@ -247,13 +257,17 @@ class Restored:
         self.algo.stop()
 
 
-def restore(path: str | Path, device: str = "cpu") -> Restored:
+def restore(path: str | Path, device: str = "cpu", allow_imports: Sequence[str] = ()) -> Restored:
     """Load the checkpoint of a run directory (or a checkpoint file) into its algorithm, built on ``device``
-    without env workers; the replay memory is not loaded (acting does not need it)."""
+    without env workers; the replay memory is not loaded (acting does not need it). A module the saved config
+    would import (``env.id=module:Env``, ...) is imported only if it is in ``allow_imports``, else a
+    :class:`~rlrun.errors.ConfigError` names it."""
     from omegaconf import OmegaConf
 
     file = ckpt.find_checkpoint(path)
     state = ckpt.load_checkpoint(file)
+    ckpt.check_saved_imports(state["config"], allow_imports, "repeat the command with --allow-import MODULE for each "
+                                                             "of: {modules}")
     cfg = ckpt.typed_config(state["config"])
     torch.set_num_threads(max(int(cfg.device.get("torch_threads", 1)), 1))
     from rlrun.algos.multiagent import build_plan  # the algorithms load only when a checkpoint is restored
@@ -276,15 +290,18 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--format", dest="formats", action="append", choices=sorted(FORMATS),
                         help="torchscript (default) or onnx; repeat for both")
     parser.add_argument("--out", type=Path, help="output directory (default: <run dir>/export)")
+    parser.add_argument("--allow-import", dest="allow_imports", action="append", default=[], metavar="MODULE",
+                        help="let the checkpoint's config import MODULE (env.id=MODULE:Env, ...): only for a "
+                             "run directory you trust; repeat for several")
     args = parser.parse_args(list(argv))
-    restored = restore(args.target)
+    restored = restore(args.target, allow_imports=args.allow_imports)
     try:
         out = args.out or restored.run_dir / "export"
         formats = args.formats or ["torchscript"]
         per_policy = getattr(restored.algo, "exported_policies", None)  # multi-agent: a directory per policy
         if per_policy is not None:
             paths = [p for pid, (policy, pspec) in per_policy().items()
-                     for p in export_policy(policy, pspec, out / pid, formats)]
+                     for p in export_policy(policy, pspec, policy_dir(out, pid), formats)]
         else:
             paths = export_policy(restored.policy(), restored.spec, out, formats)
     finally:

@@ -10,7 +10,7 @@ import torch
 from conftest import assert_same
 
 import rlrun
-from rlrun.errors import ConfigError
+from rlrun.errors import CheckpointError, ConfigError
 from rlrun.registry import RegistryError
 
 
@@ -90,6 +90,24 @@ def test_dqn_in_an_applications_own_loop_stores_learns_and_exports(tmp_path, one
     twin.load(tmp_path / "agent.pt")
     assert_same(agent.component.state_dict(), twin.component.state_dict(), "agent")
     envs.close()
+
+
+def test_load_refuses_a_file_that_would_run_code(tmp_path):
+    """A file for Agent.load whose unpickling would run code (here: create a marker file; an attack would call
+    os.system) is refused with the checkpoints' one-line CheckpointError, and the code never runs."""
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    agent = rlrun.make_agent("dqn", space, gym.spaces.Discrete(2), seed=0, hidden_sizes=[8])
+    path = tmp_path / "agent.pt"
+    torch.save({**agent.component.state_dict(), "extra": Payload()}, path)
+    with pytest.raises(CheckpointError, match=r"agent\.pt: refused: the file holds Python objects"):
+        agent.load(path)
+    assert not marker.exists()
 
 
 def test_continuous_actions_with_ppo_keep_the_raw_sample_for_the_update(one_thread):

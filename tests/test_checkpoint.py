@@ -172,6 +172,34 @@ def test_env_state_of_other_wrappers_is_refused() -> None:
         env_state.set_env_state(other, state)
 
 
+@pytest.mark.parametrize("layer, key", [(0, "env"), (-1, "brand_new"), (-1, "render_mode")])
+def test_env_state_sets_only_attributes_the_env_has(layer: int, key: str) -> None:
+    """A tampered env state naming an attribute a save never keeps (a wrapper's inner env, render_mode) or one the
+    env does not have: refused with the checkpoint error, and nothing of the env is changed."""
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    state = roundtrip(env_state.env_state(env))
+    state[layer]["attrs"][key] = plain_data.encode(1)
+    inner, attrs = env.env, dict(vars(env.unwrapped))
+    with pytest.raises(CheckpointError, match=f"sets attribute '{key}'"):
+        env_state.set_env_state(env, state)
+    assert env.env is inner and "brand_new" not in vars(env.unwrapped) and env.unwrapped.render_mode is None
+    assert vars(env.unwrapped).keys() == attrs.keys()
+
+
+def test_damaged_emulator_state_is_the_checkpoint_error() -> None:
+    """ALE's own deserializer raises what it likes on damaged bytes (SystemError among them): one CheckpointError."""
+    ale_py = pytest.importorskip("ale_py")
+    gym.register_envs(ale_py)
+    env = gym.make("ALE/Pong-v5")
+    env.reset(seed=0)
+    state = roundtrip(env_state.env_state(env))
+    state[-1]["emulator"] = plain_data.bytes_to_tensor(b"\x07" * 64)
+    with pytest.raises(CheckpointError, match="emulator state"):
+        env_state.set_env_state(env, state)
+    env.close()
+
+
 # ---------------------------------------------------------------------------------------------------- algorithm
 
 
@@ -413,3 +441,34 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
 def test_bad_checkpoint_and_export_settings_are_refused(override: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle.replace("[", r"\[")):
         compose([override])
+
+
+def test_config_imports_names_each_module_a_saved_config_would_import() -> None:
+    """What a checkpoint's config may not import without the user: a gymnasium module:Env id, a PettingZoo module
+    outside the installed families, preload modules beyond rlrun's own; the families and rlrun's defaults pass."""
+    assert ckpt.config_imports({"env": {"name": "gym", "id": "pkg.mod:Env-v0"}}) == {"pkg.mod": "env.id=pkg.mod:Env-v0"}
+    assert ckpt.config_imports({"env": {"name": "gym", "id": "ALE/Pong-v5"}}) == {}
+    assert ckpt.config_imports({"env": {"name": "pettingzoo", "id": "evil.mod"}}) == {"evil.mod": "env.id=evil.mod"}
+    assert ckpt.config_imports({"env": {"name": "pettingzoo", "id": "mpe2.simple_spread_v3"}}) == {}
+    assert ckpt.config_imports({"env": {"name": "pettingzoo", "id": "pistonball_v6"}}) == {}
+    preload = {"executor": {"preload_modules": ["torch", "rlrun.execution.ray_actor", "evil"]}}
+    assert ckpt.config_imports(preload) == {"evil": "executor.preload_modules=[torch,rlrun.execution.ray_actor,evil]"}
+    with pytest.raises(ConfigError, match=r"asks to import evil \(executor\.preload_modules=.*trust.*evil"):
+        ckpt.check_saved_imports(preload, (), "name {modules}")
+    ckpt.check_saved_imports(preload, ("evil",), "name {modules}")
+
+
+def test_resume_joins_no_ray_cluster_the_checkpoint_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saved executor.address (a Ray cluster: it would run the driver's code and send back what it likes) is
+    refused on resume unless the user names the same cluster with RAY_ADDRESS; auto (this machine's) stays."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    saved = saved_config("executor=ray", "executor.address=ray://203.0.113.9:10001")
+    overrides = ["resume=/x"]
+    with pytest.raises(ConfigError, match=r"joins the Ray cluster at executor\.address=ray://203\.0\.113\.9:10001.*"
+                                          r"RAY_ADDRESS=ray://203\.0\.113\.9:10001 rlrun resume="):
+        ckpt.resume_config(saved, compose(overrides), overrides)
+    monkeypatch.setenv("RAY_ADDRESS", "ray://203.0.113.9:10001")
+    assert ckpt.resume_config(saved, compose(overrides), overrides).executor.address == "ray://203.0.113.9:10001"
+    monkeypatch.delenv("RAY_ADDRESS")
+    auto = saved_config("executor=ray", "executor.address=auto")
+    assert ckpt.resume_config(auto, compose(overrides), overrides).executor.address == "auto"

@@ -13,8 +13,8 @@ import torch
 from conftest import run_rlrun
 
 from rlrun import spaces as sp
-from rlrun.errors import CheckpointError, RlrunError
-from rlrun.export import FORMATS, export_onnx, export_policy, export_torchscript, restore
+from rlrun.errors import CheckpointError, ConfigError, RlrunError
+from rlrun.export import FORMATS, export_onnx, export_policy, export_torchscript, policy_dir, restore
 
 # torch 2.13 marks torch.jit deprecated (in favour of torch.export); TorchScript files are still what libtorch loads.
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
@@ -129,3 +129,12 @@ def test_export_errors_are_one_clear_line(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no such run directory or checkpoint file") as e:
         restore(tmp_path / "nothing")
     assert e.value.exit_code == 2
+
+
+def test_a_policy_id_never_names_a_path_outside_the_export_directory(tmp_path: Path) -> None:
+    """rlrun export of a multi-agent checkpoint writes <out>/<policy id>/: a policy id from a checkpoint's config
+    (which rlrun export does not validate as a run does) that is a path is refused before anything is written."""
+    assert policy_dir(tmp_path, "learner") == tmp_path / "learner"
+    for bad in ("../x", str(tmp_path.parent / "x"), "a/b", "..", "."):
+        with pytest.raises(ConfigError, match="not a plain name"):
+            policy_dir(tmp_path, bad)

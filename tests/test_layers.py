@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlrun"
 
 # Floors, lowest first: a module may import its own floor and the floors below, never one above.
 FLOORS: list[tuple[str, ...]] = [
-    ("errors", "spaces", "fingerprint", "schema", "registry", "reporting", "hydra_search_path", "conf"),
+    ("errors", "spaces", "fingerprint", "schema", "registry", "reporting", "hydra_search_path", "conf", "redact"),
     ("ops", "algos.config", "config", "plain_data"),
     ("components",),
     ("envs", "devices"),

@@ -18,6 +18,32 @@ def test_every_package_is_listed_in_pyproject() -> None:
     assert found - listed == set(), "packages missing from pyproject.toml [tool.setuptools] packages"
 
 
+def test_make_install_upgrades_pip_then_installs_torch_exactly() -> None:
+    """The venv's bundled pip is old (known vulnerabilities): make install upgrades it first, then installs
+    torch==2.13.0 exactly, then the package."""
+    recipe = (ROOT / "Makefile").read_text().split("$(STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
+    steps = [line.strip() for line in recipe.splitlines()[1:]]
+    assert steps[:3] == ["$(BIN)/python -m pip install -q --upgrade pip",
+                         "$(BIN)/python -m pip install -q torch==2.13.0",
+                         '$(BIN)/python -m pip install -q -e ".[dev]"']
+
+
+def test_ci_workflows_pin_actions_by_commit_and_only_read() -> None:
+    """A tag can be moved to other code: every action a workflow uses is pinned by a full commit sha, and every
+    workflow declares read-only permissions for its token."""
+    import yaml
+
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
+    assert workflows
+    for path in workflows:
+        doc = yaml.safe_load(path.read_text())
+        assert doc.get("permissions") == {"contents": "read"}, f"{path.name}: no read-only permissions block"
+        for job in doc["jobs"].values():
+            for step in job.get("steps", []):
+                if "uses" in step:
+                    assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), f"{path.name}: {step['uses']}"
+
+
 def test_non_editable_install_ships_configs_and_runs(tmp_path: Path) -> None:
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import RLRUN, assert_same, run_rlrun
+from crafted import crafted_copy, recording_server
 
 from rlrun import checkpoint as ckpt
 
@@ -97,7 +98,7 @@ def test_stop_then_resume_equals_an_uninterrupted_run(reference: dict, tmp_path:
     logger = [f"logger.mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "logger.console.enabled=false"]
     first = run_experiment(compose([*COMMON, *logger, f"stop.env_steps={N}"]), run_dir)
     assert first["env_steps"] == N
-    overrides = [f"resume={run_dir}", f"stop.env_steps={2 * N}"]
+    overrides = [f"resume={run_dir}", f"stop.env_steps={2 * N}", logger[0]]  # the same store: the same MLflow run
     summary = run_experiment(compose(overrides), tmp_path / "unused", overrides=overrides)
     assert not (tmp_path / "unused").exists()  # a resumed run writes into its own run directory
     assert_same_training_state(final_state(run_dir), reference)
@@ -123,6 +124,31 @@ def test_stop_then_resume_equals_an_uninterrupted_run(reference: dict, tmp_path:
     run = client.get_run(summary["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.params["stop.env_steps"] == str(N)  # params are not rewritten
     assert len(client.search_runs([run.info.experiment_id])) == 1
+
+
+def test_a_checkpoint_does_not_choose_where_a_resumed_run_sends_mlflow_data(
+        reference_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint whose saved config and MLflow state name another tracking server (a listener on 127.0.0.1),
+    with the user's token in the environment: the resumed run sends nothing there; its MLflow data goes to the
+    store the user's command line configures (here the default, the working directory's mlflow.db), as a new
+    MLflow run (the saved run id belongs to the other store)."""
+    from rlrun.app.run import run_experiment
+    from rlrun.config import compose
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "secret-token-123")
+    with recording_server() as (url, requests):
+        crafted = crafted_copy(reference_run, tmp_path / "crafted", {"tracking_uri": url, "run_id": "0" * 32},
+                               logger={"mlflow": {"enabled": True, "tracking_uri": url, "run_id": "1" * 32}})
+        overrides = [f"resume={crafted}", f"stop.env_steps={2 * N + 4}", "logger.console.enabled=false"]
+        summary = run_experiment(compose(overrides), tmp_path / "unused", overrides=overrides)
+    assert requests == []
+    assert summary["env_steps"] == 2 * N + 4 and summary["mlflow_run_id"] not in (None, "0" * 32, "1" * 32)
+
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(summary["mlflow_run_id"])
+    assert run.info.status == "FINISHED"
 
 
 def test_sigkill_after_a_checkpoint_then_resume_equals_an_uninterrupted_run(reference: dict, workdir: Path) -> None:
@@ -366,3 +392,42 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_last_checkpoint_resumes
     proc = run_rlrun([f"resume={run_dir}", f"stop.env_steps={steps + 1000}"], tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] >= steps + 1000
+
+
+def test_the_saved_config_is_data_no_interpolation_resolves(reference_run: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint whose saved config holds ${oc.env:...} (a saved config is resolved when written, so someone
+    put it there): the resumed config keeps it as text, and the params a resumed run logs hold no secret."""
+    from rlrun.app.run import flatten_config
+    from rlrun.config import compose
+
+    monkeypatch.setenv("RLRUN_TEST_SECRET", "hunter2")
+    crafted = crafted_copy(reference_run, tmp_path / "crafted",
+                           logger={"mlflow": {"tags": {"note": "${oc.env:RLRUN_TEST_SECRET}"}}})
+    state = ckpt.load_checkpoint(ckpt.checkpoint_path(crafted))
+    overrides = [f"resume={crafted}", f"stop.env_steps={2 * N + 4}"]
+    params = flatten_config(ckpt.resume_config(state["config"], compose(overrides), overrides))
+    assert params["logger.mlflow.tags.note"] == "${oc.env:RLRUN_TEST_SECRET}"
+    assert not any("hunter2" in str(v) for v in params.values())
+
+
+def test_a_module_import_the_saved_config_names_needs_the_user(reference_run: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint whose saved config names env.id=<module>:CartPole-v1 (importing the module runs its code): resume
+    refuses it with one line naming the module and the setting, and nothing is imported; naming the same env.id on
+    the command line is the user's choice, and is accepted."""
+    from rlrun.config import compose
+    from rlrun.errors import ConfigError
+
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_env.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    crafted = crafted_copy(reference_run, tmp_path / "crafted", env={"id": "evil_env:CartPole-v1"})
+    state = ckpt.load_checkpoint(ckpt.checkpoint_path(crafted))
+    overrides = [f"resume={crafted}", f"stop.env_steps={2 * N + 4}"]
+    with pytest.raises(ConfigError, match=r"asks to import evil_env \(env\.id=evil_env:CartPole-v1\).*"
+                                          r"'env\.id=evil_env:CartPole-v1'"):
+        ckpt.resume_config(state["config"], compose(overrides), overrides)
+    named = [*overrides, "env.id=evil_env:CartPole-v1"]
+    assert ckpt.resume_config(state["config"], compose(named), named).env.id == "evil_env:CartPole-v1"
+    assert not marker.exists()

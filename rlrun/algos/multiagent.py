@@ -35,7 +35,7 @@ import torch
 from omegaconf import OmegaConf
 
 from rlrun.algos.base import Algorithm, IterationResult
-from rlrun.algos.multiagent_config import MultiAgentConfig, map_agents, policy_entry
+from rlrun.algos.multiagent_config import MultiAgentConfig, check_policy_id, map_agents, policy_entry
 from rlrun.errors import ConfigError, RlrunError
 from rlrun.execution.multiagent_sampler import (
     LocalSampler,
@@ -193,6 +193,7 @@ class MultiAgent(Algorithm):
         factories: dict[str, Any] = {}
         total_steps = cfg.total_env_steps
         for k, (pid, entry) in enumerate(policies.items()):
+            check_policy_id(str(pid))  # also for a config that was not validated (a checkpoint's)
             agents = [a for a in spec.agents if self.agent_policy[a] == pid]
             if not agents:
                 continue  # defined but unmapped: nothing acts with it

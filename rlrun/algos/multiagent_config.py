@@ -17,6 +17,7 @@ No heavy imports: the CLI loads every schema at start-up.
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
@@ -67,6 +68,7 @@ class MultiAgentConfig(Declared):
         if not policies:
             raise ConfigError("algo.policies: empty; define at least one policy, e.g. algo.policies.shared.algo=ppo.")
         for name, entry in policies.items():
+            check_policy_id(str(name))
             algo, _, keys = policy_entry(str(name), entry)
             if algo in UNTRAINED:
                 continue
@@ -85,6 +87,16 @@ class MultiAgentConfig(Declared):
 
 
 DEFAULT_POLICY = "shared"
+# A policy id names a directory of the run (export/<id>/) and a module of the plan (torch refuses '.' there).
+_POLICY_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_policy_id(name: str) -> None:
+    """Refuse a policy id that is not a plain name (letters, digits, ``_``, ``-``): it becomes a path."""
+    if not _POLICY_ID.fullmatch(name):
+        safe = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "p"
+        raise ConfigError(f"algo.policies: policy id {name!r} may hold only letters, digits, _ and - (it names a "
+                          f"directory of the run, export/<id>/); rename it, e.g. {safe}.")
 
 
 def policy_of(agent: str, mapping: dict[str, str]) -> str:

@@ -12,6 +12,7 @@ import sys
 import warnings
 from typing import Sequence
 
+from rlrun.redact import redact_log_records
 from rlrun.reporting import report_and_exit, request_tracebacks, tracebacks_requested, wants_traceback
 
 # Imports inside functions: start-up cost. `rlrun --help` and a config error must answer without importing torch,
@@ -21,6 +22,7 @@ from rlrun.reporting import report_and_exit, request_tracebacks, tracebacks_requ
 def main(argv: Sequence[str] | None = None) -> None:
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
+    redact_log_records()  # no URI credentials in any log line (Hydra logs each job's overrides)
     verbose = wants_traceback(sys.argv[1:])
     request_tracebacks(verbose)  # read by sweep jobs too, in this process or a launcher's worker
     # Hydra prints its own error text and exits 1; with HYDRA_FULL_ERROR it raises, and we report instead.

@@ -2,9 +2,12 @@
 exploration (greedy actions) for N episodes on one fresh env copy and record the mean score. A multi-agent run
 plays until every agent has N episodes, and eval.json adds the mean per agent and per policy.
 
-The result is printed, written to ``<run dir>/eval.json`` (atomically) and, when the run has an MLflow run, logged
-there as ``eval/return_mean`` (and ``eval/return_std``) at the checkpoint's env step, with eval.json as an
-artifact. ``--video DIR`` records every episode with gymnasium's RecordVideo (``render_mode=rgb_array``; needs
+The result is printed, written to ``<run dir>/eval.json`` (atomically) and, when the run's MLflow run is in the
+tracking store this command uses (``tracking_uri=URI``, default the working directory's ``mlflow.db``, as
+``rlrun`` itself), logged there as ``eval/return_mean`` (and ``eval/return_std``) at the checkpoint's env step,
+with eval.json as an artifact. The checkpoint's saved tracking URI never chooses where data goes: a checkpoint is
+data that may come from anyone, and MLflow sends the user's credentials (``MLFLOW_TRACKING_TOKEN``) to the
+store. ``--video DIR`` records every episode with gymnasium's RecordVideo (``render_mode=rgb_array``; needs
 the ``video`` extra: moviepy, and pygame for the classic-control envs).
 
 The first episode's reset is seeded with ``seed`` (default: the run's seed + 1000, so evaluation episodes are
@@ -28,6 +31,8 @@ import torch
 from rlrun import spaces as sp
 from rlrun.errors import RlrunError
 from rlrun.export import restore
+from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in, warn
+from rlrun.redact import redact_uri
 from rlrun.registry import registry
 
 EVAL_SEED_OFFSET = 1000  # default eval seed = run seed + this
@@ -112,11 +117,12 @@ def make_env(env_cfg: Any, video_dir: Path | None) -> Any:
 
 
 def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, video_dir: Path | None = None,
-             write: bool = True) -> EvalResult:
-    """Evaluate the checkpoint of a run directory (or a checkpoint file); write eval.json and log to MLflow."""
+             write: bool = True, tracking_uri: str | None = None, allow_imports: Sequence[str] = ()) -> EvalResult:
+    """Evaluate the checkpoint of a run directory (or a checkpoint file); write eval.json and log to the run's
+    MLflow run when that is in ``tracking_uri`` (default: :func:`default_tracking_uri`)."""
     if episodes < 1:
         raise RlrunError(f"episodes={episodes}: must be at least 1.")
-    restored = restore(target)
+    restored = restore(target, allow_imports=allow_imports)
     try:
         seed = int(restored.cfg.seed) + EVAL_SEED_OFFSET if seed is None else int(seed)
         if hasattr(restored.algo, "evaluate"):  # multi-agent: per-agent returns on one env copy
@@ -130,20 +136,27 @@ def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, vi
             returns, lengths = _play(restored, episodes, seed, video_dir)
     finally:
         restored.close()
-    mlflow_state = restored.state.get("mlflow") or {}
+    uri = tracking_uri or default_tracking_uri()
+    run_id = mlflow_run_in(restored.state, uri)
     result = EvalResult(returns, lengths, seed, str(video_dir.resolve()) if video_dir else None,
                         {"checkpoint": str(restored.checkpoint), "checkpoint_env_steps": restored.env_steps,
                          "algo": str(restored.cfg.algo.name), "env": str(restored.cfg.env.id),
-                         "mlflow_run_id": mlflow_state.get("run_id"), **multiagent})
+                         "mlflow_run_id": run_id, **multiagent})
     if write:
         path = restored.run_dir / "eval.json"
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
         result.extra["eval_json"] = str(path)
-        if mlflow_state.get("run_id") and mlflow_state.get("tracking_uri"):
-            _log_to_mlflow(mlflow_state["tracking_uri"], mlflow_state["run_id"], result, restored.env_steps, path)
+        if run_id is not None:
+            _log_to_mlflow(uri, run_id, result, restored.env_steps, path)
+        elif (restored.state.get("mlflow") or {}).get("run_id"):
+            saved = redact_uri((restored.state.get("mlflow") or {}).get("tracking_uri"))
+            warn(f"MLflow: the run's MLflow run is in the tracking store {saved}, not in this command's "
+                 f"{redact_uri(uri)}; the evaluation is in eval.json only. To log it to that run: rlrun eval "
+                 f"{target} tracking_uri=<that store's URI>.")
     return result
+
 
 
 def _play(restored: Any, episodes: int, seed: int, video_dir: Path | None) -> tuple[list[float], list[int]]:
@@ -170,7 +183,7 @@ def _log_to_mlflow(uri: str, run_id: str, result: EvalResult, step: int, path: P
         client.log_metric(run_id, "eval/return_std", result.return_std, step=step)
         client.log_artifact(run_id, str(path))
     except Exception as e:  # noqa: BLE001 - MLflow never loses the result: it is in eval.json
-        print(f"rlrun: warning: MLflow: could not log the evaluation to run {run_id} at {uri}: "
+        print(f"rlrun: warning: MLflow: could not log the evaluation to run {run_id} at {redact_uri(uri)}: "
               f"{' '.join(str(e).split())[:300]}", file=sys.stderr)
 
 
@@ -182,8 +195,15 @@ def main(argv: Sequence[str]) -> None:
                                                                 "default: the run's seed + 1000")
     parser.add_argument("--video", type=Path, default=None, metavar="DIR",
                         help="record every episode as mp4 into DIR (gymnasium RecordVideo)")
+    parser.add_argument("--tracking-uri", dest="tracking_uri", default=None, metavar="URI",
+                        help="the MLflow tracking store to log to (also: tracking_uri=URI); default: "
+                             "sqlite:///<working directory>/mlflow.db, as rlrun's own default")
+    parser.add_argument("--allow-import", dest="allow_imports", action="append", default=[], metavar="MODULE",
+                        help="let the checkpoint's config import MODULE (env.id=MODULE:Env, ...): only for a "
+                             "run directory you trust; repeat for several (also: allow_import=MODULE)")
     args = parser.parse_args(_key_values_as_options(argv))
-    result = evaluate(args.target, args.episodes, args.seed, args.video)
+    result = evaluate(args.target, args.episodes, args.seed, args.video, tracking_uri=args.tracking_uri,
+                      allow_imports=args.allow_imports)
     spread = "" if len(result.returns) < 2 else f" ± {result.return_std:.1f}"
     sys.stdout.write(f"eval: {len(result.returns)} episodes without exploration: return mean "
                      f"{result.return_mean:.1f}{spread} (min {min(result.returns):.1f}, max "
@@ -203,10 +223,11 @@ def _key_values_as_options(argv: Sequence[str]) -> list[str]:
     out: list[str] = []
     for a in argv:
         key, eq, value = a.partition("=")
-        if eq and not a.startswith("-") and key in ("episodes", "seed", "video"):
-            out += [f"--{key}", value]
+        if eq and not a.startswith("-") and key in ("episodes", "seed", "video", "tracking_uri", "allow_import"):
+            out += [f"--{key.replace('_', '-')}", value]
         elif eq and not a.startswith("-") and "/" not in key and not Path(a).exists():
-            raise RlrunError(f"rlrun eval: unknown setting {a!r}; the settings are episodes=N, seed=S, video=DIR.")
+            raise RlrunError(f"rlrun eval: unknown setting {a!r}; the settings are episodes=N, seed=S, video=DIR, "
+                             f"tracking_uri=URI, allow_import=MODULE.")
         else:
             out.append(a)
     return out

@@ -72,9 +72,12 @@ def run_overrides(run_dir: Path) -> list[str]:
     path = run_dir / ".hydra" / "overrides.yaml"
     if not path.exists():
         return []
-    from omegaconf import OmegaConf
+    import yaml
 
-    return [str(o) for o in OmegaConf.load(path)]
+    # Plain YAML, not OmegaConf: the overrides are text to show, and resolving an interpolation in them
+    # (${oc.env:SECRET}) would put this machine's values into the plot.
+    loaded = yaml.safe_load(path.read_text())
+    return [str(o) for o in loaded] if isinstance(loaded, list) else []
 
 
 def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS

@@ -54,8 +54,10 @@ from rlrun.app.startup_gc import resume_collection
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import PlacementError, RlrunError, one_line
-from rlrun.export import export_policy
+from rlrun.export import export_policy, policy_dir
 from rlrun.logging.fanout import MetricsLogger
+from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
+from rlrun.redact import redact_file, redact_strings, redact_uri
 from rlrun.registry import registry
 
 log = logging.getLogger(__name__)
@@ -82,7 +84,8 @@ def seed_everything(seed: int) -> None:
 
 
 def flatten_config(cfg: DictConfig) -> dict[str, Any]:
-    """``{"algo.lr": 0.001, ...}`` for every leaf of the composed config (lists kept as their text)."""
+    """``{"algo.lr": 0.001, ...}`` for every leaf of the composed config (lists kept as their text), URIs without
+    their credentials (:func:`~rlrun.redact.redact_strings`): these are recorded as params and hparams."""
     out: dict[str, Any] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -92,8 +95,16 @@ def flatten_config(cfg: DictConfig) -> dict[str, Any]:
         else:
             out[prefix.rstrip(".")] = node if isinstance(node, (int, float, str, bool)) or node is None else str(node)
 
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    walk(redact_strings(OmegaConf.to_container(cfg, resolve=True)), "")
     return out
+
+
+def redact_hydra_files(run_dir: Path) -> None:
+    """Hydra writes the command line and the composed config into ``<run dir>/.hydra/`` before the run starts;
+    rewrite those copies without the credentials of any URI in them (:func:`~rlrun.redact.redact_text`), as
+    every other record of the run is. The run itself keeps the config it was given."""
+    for path in sorted((run_dir / ".hydra").glob("*.yaml")):
+        redact_file(path)
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -266,14 +277,19 @@ def _resumed_config(cfg: DictConfig, overrides: Sequence[str] | None) -> tuple[D
     path = ckpt.find_checkpoint(str(cfg.resume))
     state = ckpt.load_checkpoint(path)
     resumed = ckpt.resume_config(state["config"], cfg, _task_overrides() if overrides is None else overrides)
-    mlflow_state = state.get("mlflow") or {}
-    saved_uri = (state["config"].get("logger", {}).get("mlflow", {}) or {}).get("tracking_uri")
-    mlflow_cfg = resumed.logger.mlflow
-    if mlflow_state.get("run_id") and mlflow_cfg.enabled and mlflow_cfg.tracking_uri == saved_uri:
-        # The same store as before (resolved as it was then, whatever the working directory is now): append to
-        # the same MLflow run.
-        mlflow_cfg.tracking_uri = mlflow_state.get("tracking_uri") or saved_uri
-        mlflow_cfg.run_id = mlflow_state["run_id"]
+    # The tracking store is the one the user configures now (command line and defaults), never the one the
+    # checkpoint names: a checkpoint may come from anyone, and MLflow sends the user's credentials to the store.
+    # The saved run id only continues the MLflow run when the saved store is that same store.
+    mlflow_cfg, user_cfg = resumed.logger.mlflow, cfg.logger.mlflow
+    mlflow_cfg.tracking_uri, mlflow_cfg.run_id = user_cfg.tracking_uri, user_cfg.run_id
+    saved = state.get("mlflow") or {}
+    if mlflow_cfg.enabled and mlflow_cfg.run_id is None and saved.get("run_id"):
+        uri = mlflow_cfg.tracking_uri or default_tracking_uri()
+        mlflow_cfg.run_id = mlflow_run_in(state, uri)
+        if mlflow_cfg.run_id is None:
+            log.warning("resume: the run's MLflow run is in the tracking store %s, not in this run's %s: a new "
+                        "MLflow run starts there. To continue that run, give logger.mlflow.tracking_uri=<that "
+                        "store's URI>.", redact_uri(saved.get("tracking_uri")), redact_uri(uri))
     return validate(resumed), ckpt.run_dir_of(path), state
 
 
@@ -318,6 +334,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_directory_lock(run_dir):  # one writer per run directory
+        redact_hydra_files(run_dir)
         return _run(cfg, run_dir, resume_state)
 
 
@@ -551,8 +568,9 @@ def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, 
         "executor": executor.state_dict() if hasattr(executor, "state_dict") else None,  # None: not saved
         "loop": loop.state_dict(),
         "rng": plain_data.rng_state(),
-        "config": OmegaConf.to_container(cfg, resolve=True),
-        "mlflow": {"run_id": getattr(sink, "run_id", None), "tracking_uri": getattr(sink, "tracking_uri", None)},
+        "config": redact_strings(OmegaConf.to_container(cfg, resolve=True)),
+        "mlflow": {"run_id": getattr(sink, "run_id", None),
+                   "tracking_uri": redact_uri(getattr(sink, "tracking_uri", None))},
     }
 
 
@@ -590,7 +608,7 @@ def _export_at_end(algo: Any, spec: Any, run_dir: Path, formats: list[str], logg
         per_policy = getattr(algo, "exported_policies", None)  # multi-agent: one directory per policy
         if per_policy is not None:
             paths = [p for pid, (policy, pspec) in per_policy().items()
-                     for p in export_policy(policy, pspec, run_dir / "export" / pid, formats)]
+                     for p in export_policy(policy, pspec, policy_dir(run_dir / "export", pid), formats)]
         else:
             paths = export_policy(algo.acting_policy(), spec, run_dir / "export", formats)
     except Exception as e:  # noqa: BLE001

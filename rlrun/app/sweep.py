@@ -40,6 +40,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.errors import ConfigError, RlrunError
+from rlrun.redact import redact_file, redact_strings, redact_text, redact_uri
 from rlrun.reporting import describe_error, report_and_exit, tracebacks_requested
 
 # Imports inside functions: MLflow (seconds to import) only where a sweep talks to its tracking store.
@@ -95,10 +96,11 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomic (temp file + rename): a reader never sees half a file, a crash never leaves one."""
+    """Atomic (temp file + rename): a reader never sees half a file, a crash never leaves one. URIs in it are
+    written without credentials (overrides may hold logger.mlflow.tracking_uri=...)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.write_text(json.dumps(redact_strings(data), indent=2, sort_keys=True, default=str) + "\n")
     os.replace(tmp, path)
 
 
@@ -283,8 +285,11 @@ def _open_parent_run(config: DictConfig, sweep_dir: Path, overrides: list[str], 
 
     mcfg = config.logger.mlflow
     uri = mcfg.tracking_uri or default_tracking_uri()
-    info = {"tracking_uri": uri, "experiment": str(mcfg.experiment), "parent_run_id": previous.get("parent_run_id"),
-            "error": None}
+    # sweep.json is recorded (without credentials) and may come from elsewhere: its parent run id is reopened only
+    # in the store it was made in, never in another that happens to hold a run of that id.
+    same_store = redact_uri(previous.get("tracking_uri")) == redact_uri(uri)
+    info = {"tracking_uri": redact_uri(uri), "experiment": str(mcfg.experiment),
+            "parent_run_id": previous.get("parent_run_id") if same_store else None, "error": None}
     try:
         client, experiment_id = connect(uri, str(mcfg.experiment), float(mcfg.probe_timeout_s))
         if info["parent_run_id"]:
@@ -296,11 +301,11 @@ def _open_parent_run(config: DictConfig, sweep_dir: Path, overrides: list[str], 
                 client.set_terminated(run.info.run_id, status="KILLED")
         else:
             tags = {"rlrun.kind": "sweep", "rlrun.sweep_dir": str(sweep_dir.resolve()),
-                    "rlrun.sweep_overrides": " ".join(identity(overrides))[:5000], **fingerprint_tags()}
+                    "rlrun.sweep_overrides": redact_text(" ".join(identity(overrides)))[:5000], **fingerprint_tags()}
             name = f"sweep {sweep_dir.parent.name}/{sweep_dir.name}"
             info["parent_run_id"] = client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
     except Exception as e:  # noqa: BLE001 - MLflow never stops a sweep
-        info.update(parent_run_id=None, error=str(e))
+        info.update(parent_run_id=None, error=redact_text(str(e)))
         warn(f"MLflow: {e}. The sweep goes on without a parent run; each job logs to MLflow on its own (or to its "
              f"run directory's fallback store).")
     return info
@@ -317,30 +322,34 @@ def end_sweep(config: DictConfig) -> int:
               for s in ("completed", "failed", "interrupted", "running", "pending")}
     write_json(sweep_dir / SUMMARY_JSON, {"sweep_dir": str(sweep_dir.resolve()), "invocation": invocation,
                                           "counts": counts, "jobs": jobs})
+    table = redact_text(table)
     (sweep_dir / SUMMARY_MD).write_text(f"# Sweep {sweep_dir}\n\n{table}\n")
+    redact_file(sweep_dir / "multirun.yaml")  # Hydra's copy of the command line
     print(f"\nrlrun: sweep {sweep_dir}: {counts['completed']} of {len(jobs)} jobs completed\n{table}", flush=True)
     unfinished = [j for j in jobs if j.get("status") != "completed"]
     if unfinished:
         names = ", ".join(f"job {j.get('num')} ({j.get('status')})" for j in unfinished)
         print(f"rlrun: {len(unfinished)} of {len(jobs)} jobs did not complete: {names}. Run them again with: "
               f"rlrun -m <same overrides> sweep.resume={sweep_dir}", file=sys.stderr, flush=True)
-    _close_parent_run(manifest, sweep_dir, counts, jobs)
+    _close_parent_run(manifest, sweep_dir, counts, jobs, config)
     if not unfinished:
         return 0
     return max((int(j.get("exit_code") or 1) for j in unfinished), default=1)
 
 
 def _close_parent_run(manifest: dict[str, Any], sweep_dir: Path, counts: dict[str, int],
-                      jobs: list[dict[str, Any]]) -> None:
+                      jobs: list[dict[str, Any]], config: DictConfig) -> None:
     info = manifest.get("mlflow") or {}
     if not info.get("parent_run_id"):
         return
     from mlflow.entities import Metric
 
-    from rlrun.logging.mlflow_sink import connect, warn
+    from rlrun.logging.mlflow_sink import connect, default_tracking_uri, warn
 
+    # The store this sweep opened the parent run in: the config's (sweep.json holds it without credentials).
+    uri = OmegaConf.select(config, "logger.mlflow.tracking_uri", default=None) or default_tracking_uri()
     try:
-        client, _ = connect(info["tracking_uri"], info["experiment"])
+        client, _ = connect(uri, info["experiment"])
         run_id = info["parent_run_id"]
         now_ms = int(dt.datetime.now().timestamp() * 1000)
         returns = [j["episode_return_mean"] for j in jobs if j.get("episode_return_mean") is not None]
@@ -390,6 +399,7 @@ def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> flo
 
     hc = HydraConfig.get()
     sweep_dir = Path(str(hc.sweep.dir))
+    redact_file(sweep_dir / "multirun.yaml")  # Hydra's copy of the command line, written before the jobs start
     overrides = [str(o) for o in hc.overrides.task]
     num = int(hc.job.num)
     run_dir = Path(str(hc.runtime.output_dir))

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlrun.errors import CheckpointError
+from rlrun.errors import CheckpointError, one_line
 from rlrun.plain_data import NotPlain, bytes_to_tensor, decode, encode, tensor_to_bytes
 
 # Attributes that are structure or configuration, not state: never snapshot (the env is rebuilt from config).
@@ -77,6 +77,14 @@ def object_state(obj: Any) -> dict[str, Any]:
 
 
 def set_object_state(obj: Any, state: dict[str, Any]) -> None:
+    """Set the attributes :func:`object_state` saved. Only attributes the object already has and that a save
+    keeps: a checkpoint may come from anyone, and must not replace a wrapper's inner env, its spaces or methods."""
+    have = vars(obj)
+    for key in state["attrs"]:  # all checked before any is set
+        if key in _SKIP_ATTRS or key not in have:
+            raise CheckpointError(f"the checkpoint sets attribute {key!r} of {type(obj).__qualname__}, which its "
+                                  f"env state does not have; the env config or version changed since it was "
+                                  f"written, or the file was tampered with.")
     for key, encoded in state["attrs"].items():
         if isinstance(encoded, dict) and "__generator__" in encoded:
             restore_generator(obj, key, encoded)
@@ -163,13 +171,23 @@ def set_env_state(env: Any, layers: list[dict[str, Any]]) -> None:
                               f"{' > '.join(saved)}; the env config or gymnasium version changed since it was "
                               f"written.")
     for obj, layer in zip(chain, layers, strict=True):
-        set_object_state(obj, layer)
+        try:
+            set_object_state(obj, layer)
+        except CheckpointError:
+            raise
+        except Exception as e:  # noqa: BLE001 - values that decode to something the env cannot take
+            raise CheckpointError(f"the checkpoint's state of {type(obj).__qualname__} cannot be restored "
+                                  f"({one_line(e)}); the file is damaged or was tampered with.") from None
     if "emulator" in layers[-1]:
         unwrapped = chain[-1]
         cls = type(unwrapped.clone_state())
-        state = cls.__new__(cls)
-        state.__setstate__(tensor_to_bytes(layers[-1]["emulator"]))
-        unwrapped.restore_state(state)
+        try:  # the emulator's own deserializer: damaged bytes raise anything from ValueError to SystemError
+            state = cls.__new__(cls)
+            state.__setstate__(tensor_to_bytes(layers[-1]["emulator"]))
+            unwrapped.restore_state(state)
+        except Exception as e:  # noqa: BLE001
+            raise CheckpointError(f"the checkpoint's emulator state of {type(unwrapped).__qualname__} cannot be "
+                                  f"restored ({one_line(e)}); the file is damaged or was tampered with.") from None
     if "mujoco" in layers[-1]:
         set_mujoco_state(chain[-1], layers[-1]["mujoco"])
 

@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 from rlrun.errors import one_line
 from rlrun.fingerprint import fingerprint_tags, package_versions
 from rlrun.logging.fanout import RunContext
+from rlrun.redact import redact_text, redact_uri
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
@@ -52,13 +53,25 @@ def default_tracking_uri() -> str:
     return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
 
 
+def mlflow_run_in(state: dict[str, Any], uri: str) -> str | None:
+    """The checkpoint's MLflow run id if its saved tracking URI is ``uri`` (the store the user configured), else
+    None: the saved URI only confirms a store, it never chooses one. Compared without credentials (a checkpoint
+    records its URI redacted)."""
+    saved = state.get("mlflow") or {}
+    run_id, saved_uri = saved.get("run_id"), saved.get("tracking_uri")
+    if isinstance(run_id, str) and run_id and isinstance(saved_uri, str) and redact_uri(saved_uri) == redact_uri(uri):
+        return run_id
+    return None
+
+
 def is_local_store(uri: str) -> bool:
     return uri.startswith("sqlite:///") or uri.startswith("file:") or os.path.isabs(uri)
 
 
 def warn(message: str) -> None:
-    """One line on stderr, like rlrun's errors (Hydra's logging sends log records to stdout)."""
-    print(f"rlrun: warning: {message}", file=sys.stderr, flush=True)
+    """One line on stderr, like rlrun's errors (Hydra's logging sends log records to stdout); any URI in it
+    without credentials (a library's error may quote the URI it was given)."""
+    print(f"rlrun: warning: {redact_text(message)}", file=sys.stderr, flush=True)
 
 
 def limit_http_retries() -> None:
@@ -80,7 +93,7 @@ def probe(uri: str, timeout_s: float) -> None:
         return
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", None) or e
-        raise MLflowUnavailable(f"tracking server {uri} is unreachable ({reason})") from None
+        raise MLflowUnavailable(f"tracking server {redact_uri(uri)} is unreachable ({reason})") from None
 
 
 def artifact_root_for(uri: str) -> str | None:
@@ -107,7 +120,7 @@ def connect(uri: str, experiment: str, probe_timeout_s: float = 3.0) -> tuple[An
             return client, found.experiment_id
         return client, client.create_experiment(experiment, artifact_location=artifact_root_for(uri))
     except Exception as e:  # noqa: BLE001 - whatever the store raises, the run goes on elsewhere
-        raise MLflowUnavailable(f"tracking store {uri} failed: {one_line(e, 300)}") from None
+        raise MLflowUnavailable(f"tracking store {redact_uri(uri)} failed: {one_line(e, 300)}") from None
 
 
 def protocol_card(params: dict[str, Any]) -> dict[str, Any]:
@@ -168,8 +181,9 @@ class MLflowSink:
         self.client: Any = None  # None: MLflow logging is off for the rest of the run (both stores failed)
         self.run_id: str | None = None
         self.parent_run_id: str | None = getattr(cfg, "parent_run_id", None)
+        extra_tags = getattr(cfg, "tags", None) or {}
         self.tags: dict[str, str] = {"rlrun.run_dir": str(self.run_dir.resolve()), **fingerprint_tags(),
-                                     **{str(k): str(v) for k, v in (getattr(cfg, "tags", None) or {}).items()}}
+                                     **{str(k): redact_text(str(v)) for k, v in extra_tags.items()}}
         if self.parent_run_id:
             self.tags["mlflow.parentRunId"] = str(self.parent_run_id)
         self.params: dict[str, str] = {}
@@ -274,7 +288,8 @@ class MLflowSink:
             return True
         except Exception as e:  # noqa: BLE001 - MLflow must never stop a run
             if self.fallback_uri is None:
-                self._fail_over(MLflowUnavailable(f"{what} on {self.primary_uri} failed: {one_line(e, 300)}"))
+                self._fail_over(MLflowUnavailable(f"{what} on {redact_uri(self.primary_uri)} failed: "
+                                                  f"{one_line(e, 300)}"))
                 if self.client is not None:
                     return self._call(what, fn)
             else:
@@ -288,12 +303,12 @@ class MLflowSink:
         uri = f"sqlite:///{folder / 'mlflow.db'}"
         warn(f"MLflow: {one_line(error, 300)}. The run goes on; its MLflow data goes to the local fallback store {uri} "
              f"(browse it with: mlflow ui --backend-store-uri {uri}); TensorBoard is unaffected.")
-        self.tags["rlrun.intended_tracking_uri"] = self.primary_uri
+        self.tags["rlrun.intended_tracking_uri"] = redact_uri(self.primary_uri)
         self.tags["rlrun.artifacts"] = "the files of the run directory (rlrun.run_dir) are its artifacts"
         if self.run_id:
             self.tags["rlrun.intended_run_id"] = self.run_id
         (folder / "fallback.json").write_text(json.dumps(
-            {"reason": one_line(error, 300), "intended_tracking_uri": self.primary_uri,
+            {"reason": redact_text(one_line(error, 300)), "intended_tracking_uri": redact_uri(self.primary_uri),
              "intended_run_id": self.run_id, "fallback_tracking_uri": uri}, indent=2) + "\n")
         self.fallback_uri = self.tracking_uri = uri
         try:

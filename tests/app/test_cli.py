@@ -99,6 +99,26 @@ def test_bad_input_exits_2_with_one_message(workdir: Path, override: str, needle
     assert not list(workdir.rglob("summary.json"))
 
 
+@pytest.mark.parametrize("overrides, needle", [
+    (["run_name=/../../../escaped"], "run_name='/../../../escaped': it would place the run directory outside"),
+    (["run_name=../escaped"], "run_name='../escaped'"),
+    (["algo=multiagent", "env=pettingzoo", "algo.policies={{{target}:{{algo:ppo}}}}",
+      "algo.mapping={{agent_*:{target}}}"], "may hold only letters"),
+    (["algo=multiagent", "env=pettingzoo", "algo.policies={{../escaped:{{algo:ppo}}}}",
+      "algo.mapping={{agent_*:../escaped}}"], "'../escaped' may hold only"),
+])
+def test_names_that_become_paths_are_refused_before_anything_is_written(workdir: Path, overrides: list[str],
+                                                                        needle: str) -> None:
+    """run_name and policy ids become paths (outputs/<date>/<time>-<run_name>, export/<policy id>/): one that
+    would leave the run directory is refused with one line, exit 2, and nothing is written anywhere."""
+    target = workdir.parent / "outside"
+    proc = run_rlrun([o.format(target=target) for o in overrides] + ["stop.env_steps=64", "logger=none"], workdir)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not target.exists() and not (workdir.parent / "escaped").exists() and not (workdir / "escaped").exists()
+    assert not (workdir / "outputs").exists()
+
+
 def test_stop_conditions_all_null_is_refused_before_anything_starts(workdir: Path) -> None:
     proc = run_rlrun(["stop.env_steps=null", "stop.episode_return_mean=null"], workdir)
     assert proc.returncode == 2 and "every stop condition is null" in proc.stderr

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_rlrun
+from crafted import crafted_copy, recording_server
 
 from rlrun.app.evaluate import EVAL_SEED_OFFSET, _key_values_as_options, evaluate
 from rlrun.errors import RlrunError
@@ -51,7 +52,8 @@ def naive_greedy_returns(run_dir: Path, episodes: int, seed: int) -> list[float]
 
 
 def test_rlrun_eval_records_the_mean_score(trained_run: Path, tmp_path: Path) -> None:
-    proc = run_rlrun(["eval", str(trained_run), "episodes=3"], tmp_path, check=True)
+    store = f"sqlite:///{trained_run.parent / 'mlflow.db'}"
+    proc = run_rlrun(["eval", str(trained_run), "episodes=3", f"tracking_uri={store}"], tmp_path, check=True)
     result = json.loads((trained_run / "eval.json").read_text())
     expected = naive_greedy_returns(trained_run, 3, seed=2 + EVAL_SEED_OFFSET)
     assert result["returns"] == expected and result["episodes"] == 3 and result["explore"] is False
@@ -62,7 +64,7 @@ def test_rlrun_eval_records_the_mean_score(trained_run: Path, tmp_path: Path) ->
 
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{trained_run.parent / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=store)
     history = client.get_metric_history(result["mlflow_run_id"], "eval/return_mean")
     assert [(m.step, m.value) for m in history] == [(800, pytest.approx(np.mean(expected)))]
 
@@ -90,3 +92,40 @@ def test_bad_eval_input_is_one_clear_error(trained_run: Path) -> None:
     with pytest.raises(RlrunError, match="unknown setting 'episode=3'"):
         _key_values_as_options([str(trained_run), "episode=3"])
     assert _key_values_as_options(["run", "episodes=4", "seed=1"]) == ["run", "--episodes", "4", "--seed", "1"]
+
+
+def test_a_checkpoint_does_not_choose_where_eval_sends_mlflow_data(trained_run: Path, tmp_path: Path) -> None:
+    """A checkpoint naming another tracking server (a listener on 127.0.0.1 here) with the user's token in the
+    environment: rlrun eval sends nothing there (MLflow would add Authorization: Bearer <token>); it evaluates,
+    writes eval.json and says where the run's MLflow run is. The user's own store gets nothing either."""
+    with recording_server() as (url, requests):
+        logger = {"mlflow": {"enabled": True, "tracking_uri": url}}
+        crafted = crafted_copy(trained_run, tmp_path / "crafted", {"tracking_uri": url, "run_id": "0" * 32},
+                               logger=logger)
+        proc = run_rlrun(["eval", str(crafted), "episodes=1"], tmp_path,
+                         env={"MLFLOW_TRACKING_TOKEN": "secret-token-123"})
+    assert proc.returncode == 0, proc.stderr
+    assert requests == []
+    assert "eval.json only" in proc.stderr and "secret-token-123" not in proc.stdout + proc.stderr
+    result = json.loads((crafted / "eval.json").read_text())
+    assert result["episodes"] == 1 and result["mlflow_run_id"] is None
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_rlrun_eval_imports_no_module_a_checkpoint_names(trained_run: Path, tmp_path: Path) -> None:
+    """A checkpoint whose saved config has env.id=<module>:CartPole-v1, the module on the path (importing it runs its
+    code; here it creates a marker file): rlrun eval refuses with one line naming the module and exits 2 without
+    importing it; with --allow-import <module> the user trusts it, and the evaluation runs."""
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_env.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    crafted = crafted_copy(trained_run, tmp_path / "crafted", env={"id": "evil_env:CartPole-v1"})
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = run_rlrun(["eval", str(crafted), "episodes=1"], tmp_path, env=env)
+    assert proc.returncode == 2 and not marker.exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "asks to import evil_env (env.id=evil_env:CartPole-v1)" in lines[0]
+    assert "--allow-import" in lines[0] and not (crafted / "eval.json").exists()
+
+    proc = run_rlrun(["eval", str(crafted), "episodes=1", "--allow-import", "evil_env"], tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists() and json.loads((crafted / "eval.json").read_text())["env"] == "evil_env:CartPole-v1"

@@ -102,3 +102,15 @@ def test_rlrun_plot_without_event_files_exits_2(tmp_path: Path) -> None:
     proc = subprocess.run([PLOT, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "no TensorBoard event files" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_overrides_of_a_run_directory_are_text_not_interpolations(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run directory's .hydra/overrides.yaml is shown as written: an interpolation someone put there
+    (${oc.env:SECRET}) is not resolved into the plot's labels."""
+    from rlrun.app.plot import run_overrides
+
+    monkeypatch.setenv("RLRUN_TEST_SECRET", "hunter2")
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "overrides.yaml").write_text("- algo=dqn\n- run_name=${oc.env:RLRUN_TEST_SECRET}\n")
+    assert run_overrides(tmp_path) == ["algo=dqn", "run_name=${oc.env:RLRUN_TEST_SECRET}"]

@@ -232,3 +232,43 @@ def test_optuna_search_goes_on_past_failed_trials(workdir: Path) -> None:
     completed = [j for j in jobs if j["status"] == "completed"]
     assert len(completed) == 1 and best.best_value == completed[0]["episode_return_mean"]
     assert best.best_params["algo.gamma"] == 0.99
+
+
+def test_a_sweep_json_neither_chooses_runs_to_reopen_nor_records_credentials(tmp_path: Path) -> None:
+    """sweep.resume reads sweep.json, which may come from elsewhere: a parent run id recorded with another store is
+    not reopened in the user's (where it would mark that run's running children KILLED), and the URI it records
+    has no credentials."""
+    from mlflow.tracking import MlflowClient
+
+    from rlrun.app.sweep import _open_parent_run
+    from rlrun.config import compose
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.create_experiment("rlrun")
+    victim = client.create_run(experiment).info.run_id
+    child = client.create_run(experiment, tags={"mlflow.parentRunId": victim}).info.run_id
+    config = compose([f"logger.mlflow.tracking_uri={store}"])
+    info = _open_parent_run(config, tmp_path / "sweep", [], {"tracking_uri": "http://127.0.0.1:9/", "parent_run_id":
+                                                              victim})
+    assert info["parent_run_id"] not in (None, victim)
+    assert client.get_run(child).info.status == "RUNNING"
+
+    config = compose(["logger.mlflow.tracking_uri=http://alice:s3cret@127.0.0.1:9", "logger.mlflow.probe_timeout_s=1"])
+    info = _open_parent_run(config, tmp_path / "sweep", [], {})
+    assert info["parent_run_id"] is None and "s3cret" not in json.dumps(info)
+    assert info["tracking_uri"] == "http://127.0.0.1:9"
+
+
+def test_a_sweep_records_no_credentials_of_its_tracking_uri(workdir: Path) -> None:
+    """Two jobs with user:password@ in logger.mlflow.tracking_uri (unreachable: each job and the parent run fail
+    over or go without): the password is in no file under the working directory (sweep.json, jobs/*.json, the
+    summaries, multirun.yaml, each run directory) and in no output."""
+    uri = "postgresql://alice:s3cret@127.0.0.1:1/mlflow"
+    proc = run_rlrun(["-m", "seed=0,1", *JOB, f"logger.mlflow.tracking_uri={uri}", "hydra.sweep.dir=sw"], workdir,
+                     timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "s3cret" not in proc.stdout + proc.stderr
+    assert (workdir / "sw" / "multirun.yaml").is_file() and (workdir / "sw" / "sweep.json").is_file()
+    leaked = [str(p) for p in workdir.rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
+    assert leaked == []

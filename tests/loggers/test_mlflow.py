@@ -180,3 +180,25 @@ def test_protocol_card_from_config_and_gymnasium_registry(max_steps: int | None,
     import gymnasium
 
     assert card["versions"]["gymnasium"] == gymnasium.__version__
+
+
+def test_credentials_in_the_tracking_uri_are_recorded_nowhere(workdir: Path) -> None:
+    """A tracking URI with user:password@ (unreachable here: the run fails over): the password is in no file the
+    run writes (params and tags in the fallback store, fallback.json, TensorBoard hparams, the checkpoint, the
+    .hydra/ copies of the config and command line, the log) and not in its output; the URIs it records keep the
+    host (user-info dropped)."""
+    uri = "postgresql://alice:s3cret@127.0.0.1:1/mlflow"
+    proc = run_rlrun([*QUICK, "logger.console.enabled=false", f"logger.mlflow.tracking_uri={uri}",
+                      "export.formats=[]"], workdir, check=True)
+    assert "rlrun: warning: MLflow" in proc.stderr  # it failed over: the fallback records exist
+    assert "s3cret" not in proc.stdout + proc.stderr
+    leaked = [str(p) for p in workdir.rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
+    assert leaked == []
+    summary = only_summary(workdir / "outputs")
+    run_dir = Path(summary["run_dir"])
+    redacted = "postgresql://127.0.0.1:1/mlflow"
+    assert json.loads((run_dir / "mlflow_fallback" / "fallback.json").read_text())["intended_tracking_uri"] == redacted
+    run = client(f"sqlite:///{run_dir / 'mlflow_fallback' / 'mlflow.db'}").get_run(summary["mlflow_run_id"])
+    assert run.data.params["logger.mlflow.tracking_uri"] == redacted
+    assert run.data.tags["rlrun.intended_tracking_uri"] == redacted
+    assert (run_dir / "checkpoints" / "latest.pt").is_file() and (run_dir / ".hydra" / "overrides.yaml").is_file()
