@@ -150,14 +150,26 @@ def check_writable(key: str, folder: str) -> None:
 
     from rlrun.errors import ConfigError
 
+    path = Path(folder).absolute()
+    made = []  # the folders this check makes, deepest first: removed again (Hydra makes them when the run starts)
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        made.append(parent)
+        parent = parent.parent
     try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as e:
         reason = e.strerror or type(e).__name__
         raise ConfigError(f"{key}={folder}: cannot write the output there ({reason}). Give a writable folder "
                           f"({key}=<path>) or run from a writable working directory.") from None
+    finally:
+        for folder_made in made:
+            try:
+                folder_made.rmdir()
+            except OSError:
+                pass
 
 
 class ValidateConfig:
