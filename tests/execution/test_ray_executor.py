@@ -297,7 +297,7 @@ def test_observations_through_shared_memory_equal_the_object_store_path() -> Non
 
 
 PRELOAD_PROBE = """
-import sys, time
+import sys
 import ray
 from omegaconf import OmegaConf
 from rlrun.config import RayExecutorConfig
@@ -312,8 +312,7 @@ ex = RayExecutor(OmegaConf.structured(RayExecutorConfig(num_cpus=2, preload_modu
 def imported():
     return sorted(m for m in ("torch", "rlrun.execution.ray_actor") if m in sys.modules)
 
-time.sleep(1.0)  # the workers Ray starts ahead finish their preloading
-print("IMPORTED", ray.get(imported.remote()))
+print("IMPORTED", ray.get(imported.remote()))  # a worker imports the preload modules before it takes work
 ex.stop()
 """
 
