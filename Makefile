@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rlrun-installed
 
-.PHONY: install run test bench lint docs docs-serve ui clean distclean
+.PHONY: install run test bench lint docs docs-serve ui constraints clean distclean
 
 install: $(STAMP)
 
@@ -14,12 +14,19 @@ $(BIN)/python:
 
 # pip first (venv's bundled pip is old and has known vulnerabilities, e.g. CVE-2023-5752), then torch first and
 # exactly (a CPU wheel of 2.13.0 is on the machine; any other version pulls GBs of CUDA packages), then the package
-# with pip's default upgrade strategy, which keeps it.
-$(STAMP): pyproject.toml | $(BIN)/python
+# with pip's default upgrade strategy, which keeps it, every version pinned by constraints.txt (the set CI installs;
+# make constraints CONSTRAINTS= writes it again after a dependency changes; CONSTRAINTS= installs without it).
+CONSTRAINTS ?= constraints.txt
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 	touch $(STAMP)
+
+# constraints.txt: the versions of every package the venv holds (make install resolved them from pyproject.toml).
+constraints: install
+	( echo "# Every package make install installs, at the version CI installs (make constraints CONSTRAINTS= writes it)"; \
+	  $(BIN)/python -m pip freeze --exclude-editable --all | grep -v '^pip==' ) > constraints.txt
 
 run: install
 	$(BIN)/rlrun

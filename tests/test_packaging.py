@@ -25,7 +25,25 @@ def test_make_install_upgrades_pip_then_installs_torch_exactly() -> None:
     steps = [line.strip() for line in recipe.splitlines()[1:]]
     assert steps[:3] == ["$(BIN)/python -m pip install -q --upgrade pip",
                          "$(BIN)/python -m pip install -q torch==2.13.0",
-                         '$(BIN)/python -m pip install -q -e ".[dev]"']
+                         '$(BIN)/python -m pip install -q -e ".[dev]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))']
+
+
+def test_the_constraints_file_pins_every_installed_package() -> None:
+    """constraints.txt (what make install installs with) names every distribution of this environment at its
+    installed version: a dependency added or moved without `make constraints CONSTRAINTS=` fails here."""
+    import importlib.metadata as md
+
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not name==version"
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    installed = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version for d in md.distributions()}
+    installed.pop("rlrun", None)
+    installed.pop("pip", None)
+    wrong = {k: (v, pins.get(k)) for k, v in installed.items() if pins.get(k) != v}
+    assert not wrong, f"installed vs constraints.txt: {wrong}"
 
 
 def test_ci_workflows_pin_actions_by_commit_and_only_read() -> None:
