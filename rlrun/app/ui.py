@@ -52,6 +52,7 @@ def check(store: str) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
+    # here, not at the top: the command line imports this module for rlrun ui alone (its start-up cost)
     from rlrun.logging.mlflow_sink import default_tracking_uri
 
     p = argparse.ArgumentParser(prog="rlrun ui", description=__doc__.split("\n\n")[0])
