@@ -209,15 +209,17 @@ def effective_rows(spec: str, overrides: Sequence[str]) -> tuple[list[KeyRow], d
     preset = choices.get("algo_env")
     if preset not in options("algo_env"):  # the optional default names a preset whether or not one exists
         preset = None
-    base = run_rows() if spec == "run" else option_rows(group, option)[1]
     node = OmegaConf.to_container(cfg, resolve=False)
     node.pop("hydra", None)
-    effective = list(rows(RunConfig, node, "")) if spec == "run" else \
-        list(rows(option_rows(group, option)[0], node[group], group))
+    if spec == "run":
+        base, effective = run_rows(), list(rows(RunConfig, node, ""))
+    else:
+        schema, base = option_rows(group, option)
+        effective = list(rows(schema, node[group], group))
     changed = {b.key: b.default for b, e in zip(base, effective, strict=True) if b.default != e.default}
     command = " ".join(["rlrun", *([] if spec == "run" else [spec]), *overrides])
-    where = f"env={choices.get('env')}, preset algo_env/{preset}" if preset else f"env={choices.get('env')}, no preset"
-    header = f"# the values `{command}` runs with ({where})"
+    header = f"# the values `{command}` runs with (env={choices.get('env')}, " \
+             f"{f'preset algo_env/{preset}' if preset else 'no preset'})"
     if changed:
         header += "; <- marks what the preset set, with the option's own default"
     return effective, changed, header + "\n"
