@@ -7,11 +7,12 @@ modules imported and runs the rest as the console script does: ``sys.argv`` is t
 words, stdin is /dev/null, stdout and stderr go to the files the request names, the working directory is the
 request's, and ``raise SystemExit(main())`` ends it, so the interpreter shuts down as a script's does (non-daemon
 threads joined, atexit handlers run, streams flushed) with the script's exit status. Ray is not imported here: a
-command that uses it imports and starts it in its child, as in a fresh process.
+command that uses it imports it in its child, as in a fresh process.
 
 Protocol (one JSON object per line): the server prints ``{"ready": true}`` once its imports are done; each request
-``{"script", "entry", "argv", "cwd", "stdout", "stderr", "timeout"}`` gets ``{"code": exit status}`` when its child
-has ended (``-9`` when the server killed it at ``timeout`` seconds). One command at a time; end of stdin ends it.
+``{"script", "entry", "argv", "cwd", "stdout", "stderr", "timeout", "env"}`` (``env``: variables set in the child)
+gets ``{"code": exit status}`` when its child has ended (``-9`` when the server killed it at ``timeout`` seconds).
+One command at a time; end of stdin ends it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ ENTRIES = {"rlrun": "rlrun.app.cli", "rlrun-plot": "rlrun.app.plot"}
 def _child(request: dict) -> None:
     """In the forked child: become the command's process and run it; never returns (SystemExit)."""
     os.chdir(request["cwd"])
+    os.environ.update(request.get("env") or {})
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                             (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                             (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):

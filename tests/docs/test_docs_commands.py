@@ -18,12 +18,14 @@ Each runs as its console script would, in a child forked from a process that has
 (``cli_fork_server.py``: the same ``main`` with the same ``sys.argv``, stdin, working directory and exit status,
 without a fresh interpreter's imports). A command passes when it exits 0 (``# exits 2`` at the end of the line:
 when it exits 2 with one line on stderr, the documented bad-input behaviour). A command shown on several pages runs
-once; they run two at a time.
+once; they run two at a time. The Ray commands join one ``ray start --head`` cluster started for them (the
+executor's own tests start and stop local clusters), as a user's command does with ``RAY_ADDRESS`` set.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import re
 import shlex
@@ -33,6 +35,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from conftest import run_rlrun
@@ -189,10 +192,10 @@ class ForkServer:
         if json.loads(ready or "{}").get("ready") is not True:
             raise RuntimeError(f"the docs commands' fork server did not start ({self.proc.wait()})")
 
-    def run(self, argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], cwd: Path, timeout: float, env: dict[str, str]) -> subprocess.CompletedProcess:
         out, err = cwd.with_name(cwd.name + ".stdout"), cwd.with_name(cwd.name + ".stderr")  # beside it, not in it
         request = {"script": str(BIN / argv[0]), "entry": argv[0], "argv": argv[1:], "cwd": str(cwd),
-                   "stdout": str(out), "stderr": str(err), "timeout": timeout}
+                   "stdout": str(out), "stderr": str(err), "timeout": timeout, "env": env}
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         code = json.loads(self.proc.stdout.readline())["code"]
@@ -207,70 +210,55 @@ def _uses_ray(command: str) -> bool:
     return "executor=ray" in command
 
 
-class Schedule:
-    """The commands' order over two lanes: a Ray command (each starts its own local Ray cluster, so one at a time)
-    is taken whenever none is running; otherwise the next other command. A lane waits only when nothing but Ray
-    commands is left and one is running (before: a lane that drew a Ray command while the other ran one sat idle,
-    and the docs show their Ray commands together)."""
+@contextlib.contextmanager
+def _ray_cluster(needed: bool) -> Iterator[dict[str, str]]:
+    """The environment that points the Ray commands at one ``ray start --head`` cluster made for them all: a run
+    that starts a local cluster of its own spends most of its seconds starting and stopping it (the run itself is a
+    few seconds), which the executor's own tests cover (tests/execution/). Empty when no command uses Ray."""
+    if not needed:
+        yield {}
+        return
+    from benchmarks.ray_head import ENV, ray_head
 
-    def __init__(self, commands: list[str]) -> None:
-        self.ray = [c for c in commands if _uses_ray(c)]
-        self.other = [c for c in commands if not _uses_ray(c)]
-        self.ray_running = False
-        self.changed = threading.Condition()
-
-    def take(self) -> str | None:
-        """The next command for a free lane (None: nothing left)."""
-        with self.changed:
-            while True:
-                if self.ray and not self.ray_running:
-                    self.ray_running = True
-                    return self.ray.pop(0)
-                if self.other:
-                    return self.other.pop(0)
-                if not self.ray:
-                    return None
-                self.changed.wait()
-
-    def done(self, command: str) -> None:
-        if _uses_ray(command):
-            with self.changed:
-                self.ray_running = False
-                self.changed.notify_all()
+    with ray_head(cpus=6) as (address, _):  # room for two commands' workers at once
+        yield {"RAY_ADDRESS": address, "RAY_AUTH_MODE": ENV["RAY_AUTH_MODE"]}
 
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[str], subprocess.CompletedProcess]]:
-    """Every distinct command run once, two at a time (the machine's two cores; Ray ones one at a time, each
-    starting its own local cluster, beside the others: :class:`Schedule`), each in a fresh working directory, by two
-    fork servers (``cli_fork_server.py``: each command in a child of a process that imported rlrun's stack once, as
-    its console script runs it, without a fresh interpreter's ~2.4 s of imports)."""
+    """Every distinct command run once, two at a time (the machine's two cores), each in a fresh working directory,
+    by two fork servers (``cli_fork_server.py``: each command in a child of a process that imported rlrun's stack
+    once, as its console script runs it, without a fresh interpreter's ~2.4 s of imports); the Ray commands join one
+    cluster (:func:`_ray_cluster`)."""
     made = _made(tmp_path_factory.mktemp("made"))
     store = made["run"].parents[1] / "mlflow.db"  # the tiny run's MLflow store, its schema migrated (seconds saved
-    schedule = Schedule(list(COMMANDS))            # per command: a fresh store migrates its tables first)
+    pending = list(COMMANDS)                       # per command: a fresh store migrates its tables first)
     results: dict[str, tuple[list[str], subprocess.CompletedProcess]] = {}
+    taking = threading.Lock()
 
-    def run(command: str, server: ForkServer) -> tuple[list[str], subprocess.CompletedProcess]:
+    def run(command: str, server: ForkServer, ray_env: dict[str, str]) -> tuple[list[str], subprocess.CompletedProcess]:
         words = [_substitute(w, made) for w in _words(COMMANDS[command][0].text)[0]]
         argv = _budgeted(words)
         cwd = tmp_path_factory.mktemp("cmd")
         shutil.copy(store, cwd / "mlflow.db")
-        return argv, server.run(argv, cwd, timeout=600)
+        return argv, server.run(argv, cwd, timeout=600, env=ray_env if _uses_ray(command) else {})
 
-    def lane(server: ForkServer) -> None:
-        while (command := schedule.take()) is not None:
-            try:
-                results[command] = run(command, server)
-            finally:
-                schedule.done(command)
+    def lane(server: ForkServer, ray_env: dict[str, str]) -> None:
+        while True:
+            with taking:
+                if not pending:
+                    return
+                command = pending.pop(0)
+            results[command] = run(command, server, ray_env)
 
     started: list[ForkServer] = []
     try:
         for _ in range(2):
             started.append(ForkServer())
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            for future in [pool.submit(lane, server) for server in started]:
-                future.result()
+        with _ray_cluster(any(_uses_ray(c) for c in COMMANDS)) as ray_env:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+                for future in [pool.submit(lane, server, ray_env) for server in started]:
+                    future.result()
         return {c: results[c] for c in COMMANDS}
     finally:
         for server in started:
