@@ -270,7 +270,7 @@ def restore(path: str | Path, device: str = "cpu", allow_imports: Sequence[str] 
                                                              "of: {modules}")
     cfg = ckpt.typed_config(state["config"])
     torch.set_num_threads(max(int(cfg.device.get("torch_threads", 1)), 1))
-    from rlrun.algos.multiagent import build_plan  # the algorithms load only when a checkpoint is restored
+    from rlrun.algos.base import build_plan  # the algorithms load only when a checkpoint is restored
 
     env_factory = registry.build("env", cfg.env.name, cfg.env)
     algo = build_plan(OmegaConf.to_object(cfg.algo), env_factory, _NoEnvExecutor(), torch.device(device),

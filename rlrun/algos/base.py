@@ -8,8 +8,10 @@ from typing import Any, ClassVar
 
 import torch
 
+from rlrun.algos.multiagent_config import shared_policy_config
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import RlrunError
+from rlrun.registry import registry
 
 
 @dataclass
@@ -139,3 +141,13 @@ class ThreadedLearner:
         if self.learner is not None:
             self.learner.stop()
         super().stop()
+
+
+def build_plan(algo_cfg: Any, env_factory: Any, executor: Any, device: torch.device, seed: int) -> Algorithm:
+    """The plan ``algo_cfg`` (a schema object) names, on ``env_factory``'s env: a single-agent algorithm on a
+    multi-agent env (``env=pettingzoo algo=ppo``) becomes one policy shared by every agent (``shared_policy_config``).
+    The run, ``rlrun eval`` and ``rlrun export`` build their algorithm here, then load the frozen policies'
+    checkpoints (``rlrun.checkpoint.load_frozen_policies``). Only the named algorithm's module is imported."""
+    if getattr(env_factory, "multiagent", False) and algo_cfg.name != "multiagent":
+        algo_cfg = shared_policy_config(algo_cfg)
+    return registry.get("algo", algo_cfg.name)(algo_cfg, env_factory.spec, executor, device, seed)

@@ -333,25 +333,6 @@ class MultiAgent(Algorithm):
         super().stop()
 
 
-def build_plan(algo_cfg: Any, env_factory: Any, executor: Any, device: torch.device, seed: int) -> Algorithm:
-    """The plan ``algo_cfg`` (a schema object) names, on ``env_factory``'s env: a single-agent algorithm on a
-    multi-agent env (``env=pettingzoo algo=ppo``) becomes one policy shared by every agent
-    (:func:`shared_policy_config`). The run, ``rlrun eval`` and ``rlrun export`` build their algorithm here, then
-    load the frozen policies' checkpoints (``rlrun.checkpoint.load_frozen_policies``)."""
-    cls = registry.get("algo", algo_cfg.name)
-    if getattr(env_factory, "multiagent", False) and algo_cfg.name != "multiagent":
-        cls, algo_cfg = MultiAgent, shared_policy_config(algo_cfg)
-    return cls(algo_cfg, env_factory.spec, executor, device, seed)
-
-
-def shared_policy_config(algo_cfg: Any) -> MultiAgentConfig:
-    """``algo=<name>`` with a multi-agent env: one policy, ``shared``, of that algorithm and config, for every
-    agent (parameter sharing)."""
-    keys = {k: v for k, v in vars(algo_cfg).items() if k != "name"}
-    return MultiAgentConfig(policies={"shared": {"algo": algo_cfg.name, **keys}}, mapping={"*": "shared"},
-                            total_env_steps=keys.get("total_env_steps"))
-
-
 def policy_config(algo: str, keys: dict[str, Any], total_env_steps: int | None) -> Any:
     """The config object of a policy trained by ``algo``: its schema's defaults with ``keys`` over them, and the
     learning-rate horizon (``total_env_steps``, where the algorithm has one and ``keys`` leave it unset) at the

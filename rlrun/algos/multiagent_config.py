@@ -136,3 +136,11 @@ def policy_entry(name: str, entry: Any) -> tuple[str, bool, dict[str, Any]]:
     if algo in UNTRAINED and keys:
         raise ConfigError(f"algo.policies.{name}: algo={algo} takes no keys (got {', '.join(keys)}).")
     return algo, trained, keys
+
+
+def shared_policy_config(algo_cfg: Any) -> MultiAgentConfig:
+    """``algo=<name>`` with a multi-agent env: one policy, ``shared``, of that algorithm and config, for every
+    agent (parameter sharing)."""
+    keys = {k: v for k, v in vars(algo_cfg).items() if k != "name"}
+    return MultiAgentConfig(policies={"shared": {"algo": algo_cfg.name, **keys}}, mapping={"*": "shared"},
+                            total_env_steps=keys.get("total_env_steps"))

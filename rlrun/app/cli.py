@@ -122,17 +122,15 @@ def _hydra_entry() -> None:
         from hydra.types import RunMode
 
         from rlrun.app.run import run_experiment
-        from rlrun.config import validate
         from rlrun.errors import RlrunError
         from rlrun.registry import RegistryError
 
         hydra_cfg = HydraConfig.get()
         if hydra_cfg.mode == RunMode.MULTIRUN:
             # One job of a sweep: a failure is reported and recorded, and the sweep goes on (rlrun/app/sweep.py).
-            return sweep.run_job(cfg, lambda c: run_experiment(validate(c), hydra_cfg.runtime.output_dir))
+            return sweep.run_job(cfg, lambda c: run_experiment(c, hydra_cfg.runtime.output_dir))
         try:
-            validate(cfg)
-            return run_experiment(cfg, HydraConfig.get().runtime.output_dir)
+            return run_experiment(cfg, hydra_cfg.runtime.output_dir)
         except (RlrunError, RegistryError) as e:
             # Reported here: Hydra would add its own "Error executing job" line to the message.
             if tracebacks_requested():
@@ -173,7 +171,9 @@ def check_writable(key: str, folder: str) -> None:
 
 
 class ValidateConfig:
-    """Hydra callback: validate the composed config before a run starts (before its directory is made).
+    """Hydra callback: validate the composed config before a run starts, so that a bad one makes no run directory
+    (``run_experiment`` validates what it is given again, as it must for a program or a sweep's job: a
+    millisecond).
 
     Hydra turns an Exception raised by a callback into a warning, so a bad config ends here with SystemExit.
     """

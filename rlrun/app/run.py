@@ -47,7 +47,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import plain_data
-from rlrun.algos.multiagent import build_plan
+from rlrun.algos.base import build_plan
 from rlrun.app.periodic_eval import PeriodicEvaluator
 from rlrun.app.run_lock import run_directory_lock
 from rlrun.app.startup_gc import resume_collection
@@ -326,186 +326,235 @@ def _tensorboard_restart(logger: MetricsLogger, step: int) -> None:
 
 
 def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] | None = None) -> dict[str, Any]:
-    """Run one experiment into ``run_dir``; with ``cfg.resume`` set, continue that run instead (in its own run
-    directory; ``overrides``: the command line's overrides, default Hydra's, checked for compatibility)."""
+    """Run one experiment into ``run_dir`` and return its summary; with ``cfg.resume`` set, continue that run instead
+    (in its own run directory; ``overrides``: the command line's overrides, default Hydra's, checked for
+    compatibility). Raises ConfigError for a config that fails :func:`~rlrun.config.validate`."""
     resume_state = None
     if cfg.get("resume"):
         cfg, run_dir, resume_state = _resumed_config(cfg, overrides)
+    else:
+        validate(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_directory_lock(run_dir):  # one writer per run directory
         redact_hydra_files(run_dir)
-        return _run(cfg, run_dir, resume_state)
+        run = Run(cfg, run_dir, resume_state)
+        return run.finish(*run.train())
 
 
-def _run(cfg: DictConfig, run_dir: Path, resume_state: dict[str, Any] | None) -> dict[str, Any]:
-    seed = int(cfg.seed)
-    seed_everything(seed)
-    device = resolve_device(cfg.device)
-    env_factory = registry.build("env", cfg.env.name, cfg.env)
-    executor = registry.build("executor", cfg.executor.name, cfg.executor, env_factory, seed)
-    try:
-        algo = build_plan(OmegaConf.to_object(cfg.algo), env_factory, executor, device, seed)
-        ckpt.load_frozen_policies(algo)  # multi-agent: policies frozen from earlier runs
-        apply_device_strategy(cfg.device, algo)  # device map, replicas/precision update, compile
-    except BaseException:
-        executor.stop()
-        raise
-    resume_collection()  # the rlrun command's start-up is over (rlrun/app/startup_gc.py)
-    loop = RunLoop(cfg, env_factory.spec.frame_skip)
-    try:
-        write_protocol_card(run_dir, env_factory, cfg)
-        if resume_state is not None:  # before the loggers start: a checkpoint that does not fit changes nothing
-            _restore(resume_state, algo, executor, loop)
-        evaluator = _make_evaluator(cfg, env_factory, algo, loop.env_steps, resume_state)
-        logger = MetricsLogger.from_config(cfg.logger, run_dir, str(cfg.run_name), cfg.stop.env_steps)
-        logger.log_params(flatten_config(cfg))
-    except BaseException:
-        algo.stop()
-        raise
-    if resume_state is not None:
-        # Last, after everything that may draw from them while being built (the loggers included).
-        plain_data.set_rng_state(resume_state["rng"])
-        _tensorboard_restart(logger, loop.env_steps + 1)
-    checkpoint_path = ckpt.checkpoint_path(run_dir)
-    last_good = int(resume_state["loop"]["env_steps"]) if resume_state is not None else None
-    schedule = CheckpointSchedule(cfg.checkpoint, loop.env_steps)
+class Run:
+    """One experiment in its run directory, in the order it happens: ``Run(...)`` builds what the config names and
+    restores a checkpoint into it, :meth:`train` calls the plan's ``training_step`` until a stop condition (writing
+    checkpoints and evaluations on their schedules), :meth:`finish` exports the policy and writes summary.json."""
 
-    def state_now(include_replay: bool | None = None) -> dict[str, Any]:
-        state = _checkpoint_state(cfg, algo, executor, loop, logger, include_replay)
-        state["eval"] = evaluator.state_dict() if evaluator is not None else None
+    def __init__(self, cfg: DictConfig, run_dir: Path, resume_state: dict[str, Any] | None) -> None:
+        self.cfg, self.run_dir = cfg, run_dir
+        self.seed = int(cfg.seed)
+        seed_everything(self.seed)
+        device = resolve_device(cfg.device)
+        self.env_factory = registry.build("env", cfg.env.name, cfg.env)
+        self.executor = registry.build("executor", cfg.executor.name, cfg.executor, self.env_factory, self.seed)
+        try:
+            self.algo = build_plan(OmegaConf.to_object(cfg.algo), self.env_factory, self.executor, device, self.seed)
+            ckpt.load_frozen_policies(self.algo)  # multi-agent: policies frozen from earlier runs
+            apply_device_strategy(cfg.device, self.algo)  # device map, replicas/precision update, compile
+        except BaseException:
+            self.executor.stop()
+            raise
+        resume_collection()  # the rlrun command's start-up is over (rlrun/app/startup_gc.py)
+        self.loop = RunLoop(cfg, self.env_factory.spec.frame_skip)
+        try:
+            write_protocol_card(run_dir, self.env_factory, cfg)
+            if resume_state is not None:  # before the loggers start: a checkpoint that does not fit changes nothing
+                _restore(resume_state, self.algo, self.executor, self.loop)
+            self.evaluator = _make_evaluator(cfg, self.env_factory, self.algo, self.loop.env_steps, resume_state)
+            self.logger = MetricsLogger.from_config(cfg.logger, run_dir, str(cfg.run_name), cfg.stop.env_steps)
+            self.logger.log_params(flatten_config(cfg))
+        except BaseException:
+            self.algo.stop()
+            raise
+        self.resumed = resume_state is not None
+        if self.resumed:
+            # Last, after everything that may draw from them while being built (the loggers included).
+            plain_data.set_rng_state(resume_state["rng"])
+            _tensorboard_restart(self.logger, self.loop.env_steps + 1)
+        self.checkpoint_path = ckpt.checkpoint_path(run_dir)
+        self.last_good = int(resume_state["loop"]["env_steps"]) if self.resumed else None  # its checkpoint's step
+        self.schedule = CheckpointSchedule(cfg.checkpoint, self.loop.env_steps)
+
+    # ------------------------------------------------------------------ training
+
+    def train(self) -> tuple[str | None, str, BaseException | None]:
+        """Call the plan until a stop condition, an interrupt or an error: ``(stop_reason, status, error)``, with
+        status the MLflow run's (FINISHED, KILLED, FAILED). A second interrupt leaves the last checkpoint as it is."""
+        cfg, loop = self.cfg, self.loop
+        stop_reason, status, error = None, "FINISHED", None
+        if self.resumed:
+            stop_reason = loop.stop_reason()  # a resumed run may have reached its stop condition already
+            if stop_reason is not None:
+                log.warning("resume: the run already reached its stop condition stop.%s at env step %d; to train "
+                            "on, %s", stop_reason, loop.env_steps, _lift(stop_reason, loop))
+        last_report = time.perf_counter()
+        with _StopRequest() as stop_request:
+            wall_limit = cfg.stop.wall_time_s
+            # a plan that owes many gradient steps checks this between them (Ape-X's sync learner): stops hold
+            self.algo.stop_check = lambda: stop_request.requested or (wall_limit is not None
+                                                                      and loop.wall_time_s >= wall_limit)
+            try:
+                while stop_reason is None:
+                    result = self.algo.training_step()
+                    loop.add(result)
+                    self._check_losses(result.metrics)
+                    stop_reason = loop.stop_reason()
+                    if stop_reason is None and stop_request.requested:
+                        stop_reason, status = "interrupted", "KILLED"
+                    now = time.perf_counter()
+                    if stop_reason is not None or now - last_report >= cfg.logger.report_interval_s:
+                        last_report = now
+                        metrics = loop.report({**result.metrics, **executor_metrics(self.executor)})
+                        self.logger.log_metrics(metrics, loop.env_steps)
+                    if self.evaluator is not None:
+                        self._evaluate_if_due()
+                    if self.schedule.due(loop.env_steps):
+                        self.write_checkpoint()
+                if self.evaluator is not None:
+                    outcome = self.evaluator.collect(wait=True)  # a background evaluation still playing
+                    if outcome is not None:
+                        self._evaluated(outcome)
+                if cfg.checkpoint.at_end and self.last_good != loop.env_steps:
+                    self.write_checkpoint()
+            except KeyboardInterrupt:
+                # A second signal: the state may be mid-iteration, so the last checkpoint written stays as it is.
+                stop_reason, status = "interrupted", "KILLED"
+            except PlacementError as e:  # the cluster lost a node and has no room left: keep what the learner has
+                stop_reason, status = "error", "FAILED"
+                error = PlacementError(f"{e} {self._checkpoint_after_loss()}")
+            except BaseException as e:  # noqa: BLE001 - recorded in summary.json and the loggers, then raised
+                stop_reason, status, error = "error", "FAILED", e
+        return stop_reason, status, error
+
+    def _check_losses(self, metrics: dict[str, Any]) -> None:
+        bad_metric = _non_finite_metric(metrics)
+        if bad_metric is not None:
+            key, value = bad_metric
+            raise NonFiniteError(f"non-finite loss: {key} = {value} at iteration {self.loop.iterations} (env step "
+                                 f"{self.loop.env_steps}). The run stopped; {self._kept()}. Try a smaller algo.lr "
+                                 f"or check the rewards and observations.")
+
+    # ------------------------------------------------------------------ checkpoints and evaluations
+
+    def state(self, include_replay: bool | None = None, workers_lost: bool = False) -> dict[str, Any]:
+        """The checkpoint of the run as it is now; ``workers_lost``: after the cluster lost workers, without the
+        workers' state or the replay memory (a shard may be gone)."""
+        if workers_lost:
+            state = _checkpoint_state(self.cfg, self.algo, None, self.loop, self.logger, include_replay=False)
+            state["workers_lost"] = True
+        else:
+            state = _checkpoint_state(self.cfg, self.algo, self.executor, self.loop, self.logger, include_replay)
+        state["eval"] = self.evaluator.state_dict() if self.evaluator is not None else None
         return state
 
-    def state_after_loss() -> dict[str, Any]:
-        state = _checkpoint_state(cfg, algo, None, loop, logger, include_replay=False)
-        state["eval"] = evaluator.state_dict() if evaluator is not None else None
-        state["workers_lost"] = True
-        return state
-
-    def write_checkpoint(state: dict[str, Any] | None = None) -> None:
-        nonlocal last_good
-        bad = ckpt.non_finite_parameters(algo)
+    def write_checkpoint(self, state: dict[str, Any] | None = None) -> None:
+        """Write ``state`` (default: :meth:`state`) as the latest checkpoint; never with non-finite parameters, and
+        a refused write (a full disk) is a StorageError that keeps the last good checkpoint."""
+        bad = ckpt.non_finite_parameters(self.algo)
         if bad:
             raise NonFiniteError(f"non-finite parameters ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}) "
-                                 f"after iteration {loop.iterations} (env step {loop.env_steps}); "
-                                 f"{_kept(checkpoint_path, last_good)}")
+                                 f"after iteration {self.loop.iterations} (env step {self.loop.env_steps}); "
+                                 f"{self._kept()}")
         try:
-            ckpt.save_checkpoint(checkpoint_path, state_now() if state is None else state)
+            ckpt.save_checkpoint(self.checkpoint_path, self.state() if state is None else state)
         except OSError as e:
-            raise StorageError(f"cannot write the checkpoint {checkpoint_path}: {e.strerror or e} "
-                               f"({_free_space(run_dir)}). The run stopped; {_kept(checkpoint_path, last_good)}: free "
-                               f"some space, then rlrun resume={run_dir}") from None
-        ckpt.keep_history(checkpoint_path, loop.env_steps, int(cfg.checkpoint.keep_last))
-        last_good = loop.env_steps
-        schedule.written(loop.env_steps)
+            raise StorageError(f"cannot write the checkpoint {self.checkpoint_path}: {e.strerror or e} "
+                               f"({_free_space(self.run_dir)}). The run stopped; {self._kept()}: free some space, "
+                               f"then rlrun resume={self.run_dir}") from None
+        ckpt.keep_history(self.checkpoint_path, self.loop.env_steps, int(self.cfg.checkpoint.keep_last))
+        self.last_good = self.loop.env_steps
+        self.schedule.written(self.loop.env_steps)
 
-    def evaluated(outcome: Any) -> None:
-        """Log a finished evaluation; with keep_best, keep its checkpoint when it is the best so far."""
-        logger.log_metrics(outcome.metrics(), outcome.env_steps)
-        if evaluator.improved(outcome) and cfg.checkpoint.keep_best:
-            state = outcome.candidate if outcome.candidate is not None else state_now()
-            state["eval"] = evaluator.state_dict()
-            ckpt.save_checkpoint(ckpt.best_checkpoint_path(run_dir), state)
+    def _kept(self) -> str:
+        if self.last_good is None:
+            return "no checkpoint had been written yet"
+        return f"the last good checkpoint (env step {self.last_good}) is kept at {self.checkpoint_path}"
 
-    def evaluate_if_due() -> None:
-        if evaluator.due(loop.env_steps):
-            candidate = (lambda: state_now(include_replay=False)) if cfg.checkpoint.keep_best else None
-            outcome = evaluator.start(loop.env_steps, candidate)
+    def _checkpoint_after_loss(self) -> str:
+        """After the cluster lost workers it has no room to replace: a final checkpoint of the learner, and the
+        sentence that says so."""
+        try:
+            self.write_checkpoint(self.state(workers_lost=True))
+        except Exception as e:  # noqa: BLE001 - the error that stopped the run is the one to report
+            return f"A final checkpoint could not be written ({one_line(e)})."
+        return (f"The learner's state at env step {self.loop.env_steps} is saved (without the workers' env copies "
+                f"or the replay memory): continue with rlrun resume=<this run's directory> once the cluster has "
+                f"room.")
+
+    def _evaluate_if_due(self) -> None:
+        if self.evaluator.due(self.loop.env_steps):
+            candidate = (lambda: self.state(include_replay=False)) if self.cfg.checkpoint.keep_best else None
+            outcome = self.evaluator.start(self.loop.env_steps, candidate)
             if outcome is not None:
-                evaluated(outcome)
-        outcome = evaluator.collect()
+                self._evaluated(outcome)
+        outcome = self.evaluator.collect()
         if outcome is not None:
-            evaluated(outcome)
+            self._evaluated(outcome)
 
-    stop_reason, status, error = None, "FINISHED", None
-    if resume_state is not None:
-        stop_reason = loop.stop_reason()  # a resumed run may have reached its stop condition already
-        if stop_reason is not None:
-            log.warning("resume: the run already reached its stop condition stop.%s at env step %d; to train on, "
-                        "%s", stop_reason, loop.env_steps, _lift(stop_reason, loop))
-    last_report = time.perf_counter()
-    with _StopRequest() as stop_request:
-        wall_limit = cfg.stop.wall_time_s
-        # a plan that owes many gradient steps checks this between them (Ape-X's sync learner): stops hold
-        algo.stop_check = lambda: stop_request.requested or (wall_limit is not None and loop.wall_time_s >= wall_limit)
+    def _evaluated(self, outcome: Any) -> None:
+        """Log a finished evaluation; with keep_best, keep its checkpoint when it is the best so far."""
+        self.logger.log_metrics(outcome.metrics(), outcome.env_steps)
+        if self.evaluator.improved(outcome) and self.cfg.checkpoint.keep_best:
+            state = outcome.candidate if outcome.candidate is not None else self.state()
+            state["eval"] = self.evaluator.state_dict()
+            ckpt.save_checkpoint(ckpt.best_checkpoint_path(self.run_dir), state)
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self, stop_reason: str | None, status: str, error: BaseException | None) -> dict[str, Any]:
+        """Export the policy (unless the run failed), stop the plan, write summary.json, close the loggers with
+        ``status``; then raise the run's error (or KeyboardInterrupt for an interrupt), else return the summary."""
+        cfg, loop, spec = self.cfg, self.loop, self.env_factory.spec
+        wall = loop.wall_time_s
+        exported: list[str] = []
         try:
-            while stop_reason is None:
-                result = algo.training_step()
-                loop.add(result)
-                bad_metric = _non_finite_metric(result.metrics)
-                if bad_metric is not None:
-                    key, value = bad_metric
-                    raise NonFiniteError(f"non-finite loss: {key} = {value} at iteration {loop.iterations} (env step "
-                                         f"{loop.env_steps}). The run stopped; {_kept(checkpoint_path, last_good)}. "
-                                         f"Try a smaller algo.lr or check the rewards and observations.")
-                stop_reason = loop.stop_reason()
-                if stop_reason is None and stop_request.requested:
-                    stop_reason, status = "interrupted", "KILLED"
-                now = time.perf_counter()
-                if stop_reason is not None or now - last_report >= cfg.logger.report_interval_s:
-                    last_report = now
-                    logger.log_metrics(loop.report({**result.metrics, **executor_metrics(executor)}), loop.env_steps)
-                if evaluator is not None:
-                    evaluate_if_due()
-                if schedule.due(loop.env_steps):
-                    write_checkpoint()
-            if evaluator is not None:
-                outcome = evaluator.collect(wait=True)  # a background evaluation still playing
-                if outcome is not None:
-                    evaluated(outcome)
-            if cfg.checkpoint.at_end and last_good != loop.env_steps:
-                write_checkpoint()
-        except KeyboardInterrupt:
-            # A second signal: the state may be mid-iteration, so the last checkpoint written stays as it is.
-            stop_reason, status = "interrupted", "KILLED"
-        except PlacementError as e:  # the cluster lost a node and has no room left: keep what the learner has
-            stop_reason, status, error = "error", "FAILED", e
-            error = PlacementError(f"{e} {_checkpoint_after_loss(write_checkpoint, state_after_loss, loop)}")
-        except BaseException as e:  # noqa: BLE001 - recorded in summary.json and the loggers, then raised
-            stop_reason, status, error = "error", "FAILED", e
-    wall = loop.wall_time_s
-    exported: list[str] = []
-    try:
-        if status != "FAILED" and cfg.export.formats:
-            exported = _export_at_end(algo, env_factory.spec, run_dir, list(cfg.export.formats), logger)
-    finally:
-        if evaluator is not None:
-            evaluator.close()
-        algo.stop()
-        mlflow_sink = next((s for s in logger.sinks if hasattr(s, "run_id")), None)
-        summary = {
-            "env_steps": loop.env_steps,
-            "frames": loop.env_steps * env_factory.spec.frame_skip,
-            "episodes": loop.episodes,
-            "episode_return_mean": loop.return_mean(),
-            "games": loop.games,
-            "game_score_mean": loop.game_score_mean(),
-            "frames_per_second": loop.env_steps * env_factory.spec.frame_skip / max(wall, 1e-9),
-            "env_steps_per_second": loop.env_steps / max(wall, 1e-9),
-            "wall_time_s": wall,
-            "stop_reason": stop_reason,
-            "error": str(error) if isinstance(error, RlrunError) else (repr(error) if error is not None else None),
-            "mlflow_run_id": mlflow_sink.run_id if mlflow_sink else None,
-            "run_name": str(cfg.run_name),
-            "run_dir": str(run_dir.resolve()),
-            "algo": str(cfg.algo.name),
-            "env": str(cfg.env.id),
-            "seed": seed,
-            "checkpoint": str(checkpoint_path.resolve()) if checkpoint_path.exists() else None,
-            "export": exported,
-            **_eval_summary(evaluator, run_dir),
-            **(algo.summary() if hasattr(algo, "summary") else {}),  # multi-agent: policy_return_mean
-        }
-        try:
-            write_json_atomic(run_dir / "summary.json", summary)
-        except OSError as e:  # the run's own error (a full disk, say) is the one to report
-            log.warning("summary.json not written: %s", one_line(e))
-        logger.close(summary, status)
-    if error is not None:
-        raise error
-    if status == "KILLED":
-        raise KeyboardInterrupt
-    return summary
+            if status != "FAILED" and cfg.export.formats:
+                exported = _export_at_end(self.algo, spec, self.run_dir, list(cfg.export.formats), self.logger)
+        finally:
+            if self.evaluator is not None:
+                self.evaluator.close()
+            self.algo.stop()
+            mlflow_sink = next((s for s in self.logger.sinks if hasattr(s, "run_id")), None)
+            summary = {
+                "env_steps": loop.env_steps,
+                "frames": loop.env_steps * spec.frame_skip,
+                "episodes": loop.episodes,
+                "episode_return_mean": loop.return_mean(),
+                "games": loop.games,
+                "game_score_mean": loop.game_score_mean(),
+                "frames_per_second": loop.env_steps * spec.frame_skip / max(wall, 1e-9),
+                "env_steps_per_second": loop.env_steps / max(wall, 1e-9),
+                "wall_time_s": wall,
+                "stop_reason": stop_reason,
+                "error": str(error) if isinstance(error, RlrunError) else (repr(error) if error is not None else None),
+                "mlflow_run_id": mlflow_sink.run_id if mlflow_sink else None,
+                "run_name": str(cfg.run_name),
+                "run_dir": str(self.run_dir.resolve()),
+                "algo": str(cfg.algo.name),
+                "env": str(cfg.env.id),
+                "seed": self.seed,
+                "checkpoint": str(self.checkpoint_path.resolve()) if self.checkpoint_path.exists() else None,
+                "export": exported,
+                **_eval_summary(self.evaluator, self.run_dir),
+                **(self.algo.summary() if hasattr(self.algo, "summary") else {}),  # multi-agent: policy_return_mean
+            }
+            try:
+                write_json_atomic(self.run_dir / "summary.json", summary)
+            except OSError as e:  # the run's own error (a full disk, say) is the one to report
+                log.warning("summary.json not written: %s", one_line(e))
+            self.logger.close(summary, status)
+        if error is not None:
+            raise error
+        if status == "KILLED":
+            raise KeyboardInterrupt
+        return summary
 
 
 def write_protocol_card(run_dir: Path, env_factory: Any, cfg: DictConfig) -> dict[str, Any]:
@@ -525,12 +574,6 @@ def executor_metrics(executor: Any) -> dict[str, float]:
     """The executor's metrics since the last report (``metrics()``; an executor without it: its stage timer's)."""
     metrics = getattr(executor, "metrics", None)
     return metrics() if callable(metrics) else executor.timer.report()
-
-
-def _kept(path: Path, env_steps: int | None) -> str:
-    if env_steps is None:
-        return "no checkpoint had been written yet"
-    return f"the last good checkpoint (env step {env_steps}) is kept at {path}"
 
 
 def _make_evaluator(cfg: DictConfig, env_factory: Any, algo: Any, env_steps: int,
@@ -572,17 +615,6 @@ def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, 
         "mlflow": {"run_id": getattr(sink, "run_id", None),
                    "tracking_uri": redact_uri(getattr(sink, "tracking_uri", None))},
     }
-
-
-def _checkpoint_after_loss(write: Any, state: Any, loop: RunLoop) -> str:
-    """After the cluster lost workers it has no room to replace: a final checkpoint of the learner (no worker
-    state: their env copies are gone; no replay: a shard may be gone too), and the sentence that says so."""
-    try:
-        write(state())
-    except Exception as e:  # noqa: BLE001 - the error that stopped the run is the one to report
-        return f"A final checkpoint could not be written ({one_line(e)})."
-    return (f"The learner's state at env step {loop.env_steps} is saved (without the workers' env copies or the "
-            f"replay memory): continue with rlrun resume=<this run's directory> once the cluster has room.")
 
 
 def _restore(state: dict[str, Any], algo: Any, executor: Any, loop: RunLoop) -> None:
