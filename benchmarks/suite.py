@@ -208,7 +208,8 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark(
         "time_to_threshold", "benchmarks.time_to_threshold",
         "CartPole-v1 to a mean return of 450 and 475 (20 episodes): wall time and env steps, median over seeds, "
-        "per algorithm; Stable-Baselines3 (bench-peers extra) and RLlib in the same invocation when installed",
+        "per algorithm; Stable-Baselines3 (the benchmarks' peers extra) and RLlib in the same invocation when "
+        "installed",
         ci_args=("--quick",),
         tolerances={"fraction_reached/*": 0.35},
         headline=("time_s/*", "env_steps/*", "fraction_reached/*", "ratio/*"),
