@@ -141,6 +141,6 @@ def test_rlrun_bench_console_script_lists_the_suite() -> None:
     env = {k: v for k, v in os.environ.items() if k != "RLRUN_BENCH_RESULTS"}
     proc = subprocess.run([str(exe), "list"], capture_output=True, text=True, timeout=60, env=env, cwd="/")
     assert proc.returncode == 0, proc.stderr
-    assert "logger_overhead" in proc.stdout and "scaling" in proc.stdout and "unavailable" in proc.stdout
+    assert "learner_throughput" in proc.stdout and "pong_long" in proc.stdout and "unavailable" in proc.stdout
     bad = subprocess.run([str(exe), "nonsense"], capture_output=True, text=True, timeout=60, env=env)
     assert bad.returncode == 2 and "unknown command or benchmark 'nonsense'" in bad.stderr

@@ -34,6 +34,13 @@ def test_time_to_threshold_crossings_and_peer_ratios() -> None:
     assert figures["ratio/time_to_450/sb3_ppo_over_rlrun_dqn"] == pytest.approx(30.0 / 25.0)
 
 
+def test_medians_with_misses() -> None:
+    """Seeds reaching a threshold in [10, miss, 30] s: median of [10, inf, 30] = 30; [miss, miss, 5]: a miss."""
+    from benchmarks.time_to_threshold import _median_or_none
+
+    assert _median_or_none([10.0, None, 30.0]) == 30.0 and _median_or_none([None, None, 5.0]) is None
+
+
 def test_time_to_threshold_variants_parse_and_refuse_other_forms() -> None:
     from benchmarks.time_to_threshold import parse_variant
 
