@@ -1,5 +1,5 @@
 # rlrun: `make run` sets everything up and runs the default experiment; `make test` sets up and runs the tests.
-# Set-up is idempotent: the virtual environment is (re)installed only when pyproject.toml changes.
+# Set-up is idempotent: the virtual environment is (re)installed only when a pyproject.toml changes.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -15,12 +15,15 @@ $(BIN)/python:
 # pip first (venv's bundled pip is old and has known vulnerabilities, e.g. CVE-2023-5752), then torch first and
 # exactly (a CPU wheel of 2.13.0 is on the machine; any other version pulls GBs of CUDA packages), then the package
 # with pip's default upgrade strategy, which keeps it, every version pinned by constraints.txt (the set CI installs;
-# make constraints CONSTRAINTS= writes it again after a dependency changes; CONSTRAINTS= installs without it).
+# make constraints CONSTRAINTS= writes it again after a dependency changes; CONSTRAINTS= installs without it). Then
+# the benchmarks, a project of their own (benchmarks/pyproject.toml: rlrun's wheel holds rlrun only), editable, so
+# rlrun-bench runs this checkout's suite.
 CONSTRAINTS ?= constraints.txt
-$(STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+$(STAMP): pyproject.toml benchmarks/pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e ".[dev]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+	$(BIN)/python -m pip install -q -e ./benchmarks $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 	touch $(STAMP)
 
 # constraints.txt: the versions of every package the venv holds (make install resolved them from pyproject.toml).

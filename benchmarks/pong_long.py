@@ -10,7 +10,7 @@ Figures per algorithm: ``frames/<algo>`` and ``wall_s/<algo>`` to the target (nu
 ``frames_per_s/<algo>``, ``final_score/<algo>`` (the 20-game mean at the stop) and ``reached/<algo>`` (1 or 0).
 
 ``--smoke`` runs each preset for a few hundred frames on the CPU with a tiny budget: it checks the benchmark's path
-(not a learning result; what ``tests/test_benchmarks.py`` runs).
+(not a learning result; what ``tests/benchmarks/test_pong_long.py`` runs).
 
     python -m benchmarks.pong_long [--algos apex,impala,ppo] [--target 18] [--frames 40000000] [--seed 0] [--smoke]
 """

@@ -2,8 +2,8 @@
 
 A record (what ``benchmarks.common.write_result`` writes, and what the runner adds to)::
 
-    {"benchmark": "logger_overhead",                 # the suite name of the benchmark
-     "command": "python -m benchmarks.logger_overhead --quick",   # how to measure it again
+    {"benchmark": "learner_throughput",              # the suite name of the benchmark
+     "command": "python -m benchmarks.learner_throughput --quick",   # how to measure it again
      "hardware": {...},                               # rlrun.fingerprint: cpu, cores, gpu, python, versions,
                                                       #   commit, date
      "figures": {"ratio/...": 0.99, ...},             # numbers (nested dicts allowed: flattened with "/")

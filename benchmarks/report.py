@@ -121,12 +121,14 @@ def readme_section(data: dict[str, Any], source: str, suite: tuple[Benchmark, ..
     for record in data["results"]:
         name, status = record["benchmark"], record.get("status", "ok")
         bench = benches.get(name)
+        if bench is None:  # retired since that run: the page shows the suite as it is
+            continue
         if status != "ok":
             why = "; ".join(record.get("notes", [])) or last_line(record.get("error"))
             unavailable.append(f"- `{name}`: {status}{' (' + why + ')' if why else ''}")
             continue
         figures = numeric_figures(record["figures"])
-        shown = [f for f in figures if bench is None or bench.is_headline(f)]
+        shown = [f for f in figures if bench.is_headline(f)]
         for i, figure in enumerate(shown):  # the benchmark's name and command on its first row only
             first = i == 0
             lines.append(f"| {name if first else ''} | `{figure}` | {fmt(figures[figure])} | "

@@ -17,7 +17,7 @@ The replay capacity is lowered (``--buffer-size``, default 100k transitions, ~0.
 before the warm-up ends: a replay filling up is growth by design, not a leak.
 
     python -m benchmarks.soak [--minutes 60] [--every 60] [--warmup 15] [--buffer-size 100000]
-    python -m benchmarks.soak --smoke   # a 1-minute run of CartPole Ape-X: checks the path (tests/test_benchmarks.py)
+    python -m benchmarks.soak --smoke   # a 1-minute run of CartPole Ape-X: checks the path
 """
 
 from __future__ import annotations

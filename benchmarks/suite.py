@@ -145,44 +145,7 @@ class Benchmark:
         return any(fnmatch.fnmatchcase(figure, p) for p in self.headline)
 
 
-def _api_speed_ratios(figures: dict[str, Any]) -> dict[str, float]:
-    """component_overhead reports ``act_overhead/<case>/batch<b>`` = t_api / t_bare - 1 (lower is better); as a
-    same-run speed ratio (higher is better, comparable with a tolerance): ``1 / (1 + overhead)``."""
-    out = {}
-    for key, value in figures.items():
-        if key.startswith("act_overhead/") and isinstance(value, (int, float)) and value > -1:
-            out["ratio/act_speed_api_vs_bare/" + key[len("act_overhead/"):]] = 1.0 / (1.0 + float(value))
-    return out
-
-
 SUITE: tuple[Benchmark, ...] = (
-    Benchmark(
-        "env_speed", "benchmarks.env_speed",
-        "raw env speed, random actions (the physical limit of sampling): Pong under the DeepMind protocol through "
-        "rlrun's wrappers, gymnasium's wrappers, vector envs; CartPole",
-        ci_args=("--seconds", "0.5", "--repeats", "3", "--only",
-                 "pong/rlrun_1proc,pong/gymnasium_wrappers_1proc,pong/rlrun_sync_x4,cartpole/1env,cartpole/sync_x8"),
-        compared=("ratio/*interleaved*",), tolerances={"ratio/*": 0.3},
-        headline=("pong/rlrun_1proc/frames_per_s", "pong/rlrun_sync_x4/frames_per_s", "cartpole/1env/frames_per_s",
-                  "ratio/*"),
-        timeout_s=600),
-    Benchmark(
-        "component_overhead", "benchmarks.component_overhead",
-        "component-graph build time (replay memory; dueling DQN with PER) and acting through the component API vs "
-        "the same modules called bare",
-        ci_args=("--quick",),
-        requires=(ConfigKeys("rlrun.algos.dqn_config:DQNConfig", ("network", "dueling", "prioritized_replay")),),
-        compared=("ratio/act_speed_api_vs_bare/*/batch1", "ratio/act_speed_api_vs_bare/*/batch256"),
-        tolerances={"ratio/*": 0.3},
-        headline=("build_ms/*", "ratio/act_speed_api_vs_bare/*/batch1", "ratio/act_speed_api_vs_bare/*/batch256"),
-        derive=_api_speed_ratios, timeout_s=600),
-    Benchmark(
-        "logger_overhead", "benchmarks.logger_overhead",
-        "the same short DQN CartPole run with logger=none, TensorBoard, TensorBoard+MLflow: env steps/s ratios",
-        ci_args=("--quick",),
-        compared=("ratio/env_steps_per_cpu_s/*",), tolerances={"ratio/*": 0.25},
-        goals={"ratio/*": 0.97},
-        headline=("env_steps_per_s/none", "ratio/*")),
     Benchmark(
         "learner_throughput", "benchmarks.learner_throughput",
         "samples/s through the DQN agent's update() vs a hand-written PyTorch step of the same network and loss "
@@ -192,23 +155,10 @@ SUITE: tuple[Benchmark, ...] = (
         goals={"ratio/*": 0.9},
         headline=("samples_per_s/*/rlrun", "ratio/*")),
     Benchmark(
-        "sampling_limit", "benchmarks.sampling_limit",
-        "rlrun acting throughput (env + policy through the worker set, no learning) as a fraction of the serial "
-        "limit 1/(1/raw env + 1/bare policy) and of a hand-written acting loop, CartPole and Pong, per executor",
-        ci_args=("--quick",),
-        tolerances={"fraction_of_limit/*/ray*": 0.4, "fraction_of_limit/*": 0.3, "fraction_of_hand_written/*": 0.3},
-        goals={"fraction_of_limit/*/local": 0.8, "fraction_of_limit/*/ray*": 0.6},  # issue 19
-        headline=("pong/x4/frames_per_s/*", "fraction_of_limit/*")),
-    Benchmark(
-        "multiagent_sampling", "benchmarks.multiagent_sampling",
-        "the multi-agent joint sampler's acting throughput (one shared PPO policy, mpe2 simple_spread, 3 agents) as "
-        "a fraction of the serial limit 1/(1/raw env + 1/bare policy)",
-        ci_args=("--quick",), tolerances={"fraction_of_limit/*": 0.3}, goals={"fraction_of_limit/*": 0.8},
-        headline=("rlrun_agent_steps_per_s/*", "fraction_of_limit/*")),
-    Benchmark(
         "time_to_threshold", "benchmarks.time_to_threshold",
         "CartPole-v1 to a mean return of 450 and 475 (20 episodes): wall time and env steps, median over seeds, "
-        "per algorithm; Stable-Baselines3 (bench-peers extra) and RLlib in the same invocation when installed",
+        "per algorithm; Stable-Baselines3 (the benchmarks' peers extra) and RLlib in the same invocation when "
+        "installed",
         ci_args=("--quick",),
         tolerances={"fraction_reached/*": 0.35},
         headline=("time_s/*", "env_steps/*", "fraction_reached/*", "ratio/*"),
@@ -236,14 +186,6 @@ SUITE: tuple[Benchmark, ...] = (
         goals={"ratio/rlrun_over_sample_factory": 2.0},  # issue 19: 2x Sample Factory per core, equal settings
         headline=("*/frames_per_s", "fraction_of_*", "ratio/*", "share/update")),
     Benchmark(
-        "executor_throughput", "benchmarks.executor_throughput",
-        "executor=local vs executor=ray (1 and 2 workers, sync and async sampling) against the serial limit on Pong; "
-        "Ray start-up (ray.init to first rollout) and the Ray processes' memory; dynamic batching of inference "
-        "(not in CI: it starts a Ray cluster and takes minutes)",
-        requires=(Registered("executor", "ray"),),
-        headline=("fraction_of_limit/*", "ray_vs_local/*", "ray_startup/*_s", "ray_memory/*_mib"),
-        timeout_s=1200),
-    Benchmark(
         "device_compile", "benchmarks.device_compile",
         "device.compile=true: torch.compile speed-up of the DQN agent's update and act paths on the CPU, and the "
         "one-off compile time (not in CI: compiling takes minutes)",
@@ -257,13 +199,6 @@ SUITE: tuple[Benchmark, ...] = (
         requires=(Registered("executor", "ray"), ConfigKeys("rlrun.algos.a2c_config:A2CConfig", ("mode",))),
         headline=("median_env_steps/*", "ratio/*", "p_value/*"),
         timeout_s=1800),
-    Benchmark(
-        "scaling", "benchmarks.scaling",
-        "frames/s of whole Pong training runs (learner included) vs number of Ray workers (1, 2, 4, ... cores) for "
-        "apex and impala (RLgraph's Figure 6); not in CI (minutes of CNN learning)",
-        requires=(Registered("executor", "ray"), Registered("algo", "apex"), Registered("algo", "impala")),
-        headline=("frames_per_s/*", "updates_per_s/*", "ratio/*"),
-        timeout_s=3600),
     Benchmark(
         "soak", "benchmarks.soak",
         "rlrun algo=apex env=pong executor=ray for 60 minutes: the PSS of every process and the object store's use "

@@ -1,8 +1,8 @@
 """Time to threshold: CartPole-v1 to a mean return of 450 (the figure the peers were measured at, MEASURED.md) and
 475 (CartPole's "solved"), over the last 20 episodes, for every rlrun algorithm in ``ALGOS`` that exists, and with
-the ``bench-peers`` extra installed, Stable-Baselines3 on the same task in the same invocation (RLlib too when it
-can be imported). Seeds interleaved across contenders (seed 0 of each, then seed 1, ...), so machine noise hits all
-alike; medians over seeds.
+the benchmarks' ``peers`` extra installed, Stable-Baselines3 on the same task in the same invocation (RLlib too
+when it can be imported). Seeds interleaved across contenders (seed 0 of each, then seed 1, ...), so machine noise
+hits all alike; medians over seeds.
 
 Per contender and threshold: ``time_s/<who>/<threshold>`` (median wall seconds from building the env and the
 agent to the first iteration at which the 20-episode mean reached it), ``env_steps/<who>/<threshold>`` (median env
@@ -177,7 +177,7 @@ def peers(mode: str) -> tuple[dict[str, Callable[[int, tuple[float, ...], float]
         for algo in SB3_SETTINGS:
             runs[f"sb3_{algo}"] = functools.partial(sb3_run, algo)
     else:
-        skipped["sb3"] = "stable-baselines3 is not installed (pip install 'rlrun[bench-peers]')"
+        skipped["sb3"] = "stable-baselines3 is not installed (pip install -e './benchmarks[peers]')"
     try:
         importable = importlib.util.find_spec("ray.rllib.algorithms.ppo") is not None
     except Exception as e:  # noqa: BLE001 - ray.rllib raises ImportError from its __init__ without its extras

@@ -228,9 +228,9 @@ class RayExecutorConfig(Declared):
     rollouts_per_request: int = key(1, "[1, inf)")
     """Async sampling: rollouts a worker makes per request, one after the other, handed to the plan one at a time
     (a weight sync reaches the worker with its next request, up to this many rollouts later). A request costs ~1 ms
-    of Ray's own CPU time on each side, as much as a 16-step rollout of 4 CartPole copies: 8 per request acted 1.42x
-    faster on CartPole x8 and 1.13x on Pong x4 (docs/results/performance.md). Not with a plan that keeps rollout
-    info in the object store (Ape-X)."""
+    of Ray's own CPU time on each side, as much as a 16-step rollout of 4 CartPole copies, so where rollouts are that
+    cheap several per request share that cost. Not with a plan that keeps rollout info in the object store
+    (Ape-X)."""
     max_worker_restarts: int = key(10, "[0, inf)")
     """A dead worker is replaced by a new one this many times per run at most; one more death ends the run."""
     restart_timeout_s: float = key(120.0, "(0, inf)")

@@ -1,4 +1,5 @@
-"""rlrun installs as a normal (non-editable) package with its configs inside, and runs from any directory."""
+"""rlrun installs as a normal (non-editable) package with its configs inside, and runs from any directory; its wheel
+holds rlrun only (the benchmarks are a project of their own, benchmarks/pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -11,21 +12,42 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _listed_packages(pyproject: Path) -> set[str]:
+    text = pyproject.read_text()
+    return set(re.findall(r'^\s+"([\w.]+)",$', text.split("packages = [", 1)[1].split("]", 1)[0], re.M))
+
+
 def test_every_package_is_listed_in_pyproject() -> None:
-    text = (ROOT / "pyproject.toml").read_text()
-    listed = set(re.findall(r'^\s+"([\w.]+)",$', text.split("packages = [", 1)[1].split("]", 1)[0], re.M))
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "rlrun").rglob("__init__.py")}
-    assert found - listed == set(), "packages missing from pyproject.toml [tool.setuptools] packages"
+    assert found - _listed_packages(ROOT / "pyproject.toml") == set(), \
+        "packages missing from pyproject.toml [tool.setuptools] packages"
+
+
+def test_the_wheel_is_rlrun_and_the_benchmarks_are_a_project_of_their_own() -> None:
+    """rlrun's pyproject lists rlrun's packages only; every package under benchmarks/ is listed by
+    benchmarks/pyproject.toml (the rlrun-benchmarks project make install installs editable)."""
+    assert all(p == "rlrun" or p.startswith("rlrun.") for p in _listed_packages(ROOT / "pyproject.toml"))
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "benchmarks").rglob("__init__.py")}
+    assert found == _listed_packages(ROOT / "benchmarks" / "pyproject.toml")
 
 
 def test_make_install_upgrades_pip_then_installs_torch_exactly() -> None:
     """The venv's bundled pip is old (known vulnerabilities): make install upgrades it first, then installs
-    torch==2.13.0 exactly, then the package."""
+    torch==2.13.0 exactly, then the package, then the benchmarks beside it."""
     recipe = (ROOT / "Makefile").read_text().split("$(STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
     steps = [line.strip() for line in recipe.splitlines()[1:]]
-    assert steps[:3] == ["$(BIN)/python -m pip install -q --upgrade pip",
+    assert steps[:4] == ["$(BIN)/python -m pip install -q --upgrade pip",
                          "$(BIN)/python -m pip install -q torch==2.13.0",
-                         '$(BIN)/python -m pip install -q -e ".[dev]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))']
+                         '$(BIN)/python -m pip install -q -e ".[dev]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))',
+                         "$(BIN)/python -m pip install -q -e ./benchmarks $(if $(CONSTRAINTS),-c $(CONSTRAINTS))"]
+
+
+def _editable(dist) -> bool:
+    """Whether pip installed this distribution editable (PEP 660: its direct_url.json says so)."""
+    import json
+
+    direct = dist.read_text("direct_url.json")
+    return bool(direct) and json.loads(direct).get("dir_info", {}).get("editable", False)
 
 
 def test_the_constraints_file_pins_every_installed_package() -> None:
@@ -39,9 +61,14 @@ def test_the_constraints_file_pins_every_installed_package() -> None:
             name, _, version = line.partition("==")
             assert version, f"constraints.txt: {line!r} is not name==version"
             pins[re.sub(r"[-_.]+", "-", name).lower()] = version
-    installed = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version for d in md.distributions()}
-    installed.pop("rlrun", None)
-    installed.pop("pip", None)
+    def canonical(d: md.Distribution) -> str:
+        return re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower()
+
+    installed = {canonical(d): d.version for d in md.distributions()}
+    # The checkout's own projects (rlrun, rlrun-benchmarks) are installed editable, which make constraints leaves out
+    # (their build's egg-info in the checkout can be found too, as a distribution of the same name).
+    for name in {canonical(d) for d in md.distributions() if _editable(d)} | {"pip"}:
+        installed.pop(name, None)
     wrong = {k: (v, pins.get(k)) for k, v in installed.items() if pins.get(k) != v}
     assert not wrong, f"installed vs constraints.txt: {wrong}"
 
@@ -67,6 +94,8 @@ def test_non_editable_install_ships_configs_and_runs(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                     "--target", str(site), str(ROOT)], check=True, capture_output=True)
     assert (site / "rlrun" / "conf" / "config.yaml").exists()
+    assert not (site / "benchmarks").exists(), "the benchmarks are not part of rlrun's wheel"
+    assert {p.name.split("-")[0] for p in site.glob("*.dist-info")} == {"rlrun"}
     assert (site / "rlrun" / "conf" / "algo" / "dqn.yaml").exists()
     shipped = {p.relative_to(site / "rlrun" / "conf") for p in (site / "rlrun" / "conf").rglob("*.yaml")}
     ours = {p.relative_to(ROOT / "conf") for p in (ROOT / "conf").rglob("*.yaml")}

@@ -20,7 +20,7 @@ finished:
 
 ``--dry-run`` runs the same stages on the CPU with tiny budgets and the packages the GPU machine lacks made
 unimportable (ray, mlflow, mujoco, ...: ``simulated_machine/sitecustomize.py``), so the kit cannot rot between GPU
-machines: ``tests/test_gpu_kit.py`` runs it in every ``make test``.
+machines: ``tests/benchmarks/test_gpu_kit.py`` runs it in every ``make test``.
 
     python -m benchmarks.gpu --out DIR [--budget-s 480] [--dry-run] [--stages cuda_tests,learner,actors,pong]
 

@@ -2,8 +2,8 @@
 
 On one machine a rollout's frames need not go through Ray's object store (issue 4, MEASURED.md: ~0.8-1.5 GB/s for
 a 16 x 64 x 4 x 84 x 84 uint8 rollout, most of it the worker's serialisation into a fresh store object) when a plain
-shared-memory segment that both processes keep mapped moves them at memory speed (~2-4 GB/s here, one copy in and
-one out; ``benchmarks/executor_throughput.py`` measures both). The driver owns the segments:
+shared-memory segment that both processes keep mapped moves them at memory speed (one copy in and one out). The
+driver owns the segments:
 
 - :class:`SlotPool` (driver): per worker a few POSIX shared-memory segments ("slots"), each lent to one sample
   request (its name and size ride on the request) and taken back when the driver has copied the rollout out, so a

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RLRUN_BENCH = str(Path(sys.executable).parent / "rlrun-bench")
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks import reproduce as rp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_references_are_complete_with_sources() -> None:
