@@ -177,7 +177,7 @@ def test_a_frozen_policy_from_an_earlier_run_is_loaded_and_never_trained(tmp_pat
     acts with exactly its weights and keeps them while the learner trains."""
     from omegaconf import OmegaConf
 
-    from rlrun.algos.multiagent import build_plan
+    from rlrun.algos.base import build_plan
     from rlrun.checkpoint import load_frozen_policies
     from rlrun.registry import registry
 
