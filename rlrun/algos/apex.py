@@ -102,10 +102,10 @@ class ApexActor(Component):
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
         """Epsilon-greedy in Q with env copy b's own epsilon; greedy with ``explore=False``."""
-        q = self._modules["q"](obs)  # per-step: Component's docstring
+        q = self.q(obs)
         if not explore:
             return q.argmax(dim=-1)
-        epsilons = self._buffers["epsilons"]
+        epsilons = self.epsilons
         if q.shape[0] != epsilons.shape[0]:
             raise ValueError(f"{self.name}: {q.shape[0]} observations for {epsilons.shape[0]} env copies "
                              f"(one epsilon each); executor.vector_mode=serial is not supported by algo=apex")

@@ -83,8 +83,7 @@ class DQNAgent(Component):
 
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
-        m = self._modules  # per-step: Component's docstring
-        return m["exploration"].get_actions(m["q"](obs), explore)
+        return self.exploration.get_actions(self.q(obs), explore)
 
     @api
     def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any,

@@ -12,6 +12,8 @@
 - ``trace()`` records, while active, every API call (caller, callee, method, argument shapes); the graph of a
   built component (``rlrun.components.graph``) is printed from the build edges and such a trace, and a call
   that skips a level of the tree is reported as a boundary violation.
+- A component is an ``nn.Module`` called as one: ``component(x)`` goes through ``nn.Module.__call__`` to
+  ``forward`` (hooks, ``torch.jit.trace`` and profilers see it), and its layers are plain ``nn`` layers.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from typing import Any, Callable, ClassVar, Iterator
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _torch_module
 
 from rlrun import spaces as sp
 
@@ -116,21 +117,6 @@ def api(fn: Callable) -> Callable:
     return wrapper
 
 
-def module_hooked(m: nn.Module) -> bool:
-    """Whether a hook is registered on this module itself."""
-    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
-
-
-def module_call_path_needed(m: nn.Module) -> bool:
-    """Whether calling ``m`` must take nn.Module's own call path: a hook on it, a global module hook
-    (``torch.nn.modules.module.register_module_forward_hook`` and its kin), or a tracer recording (``torch.jit.trace``,
-    TensorBoard's ``add_graph``). Elsewhere rlrun skips that path (``Component.__call__``,
-    :mod:`rlrun.components.layer_calls`)."""
-    g = _torch_module
-    return bool(module_hooked(m) or g._global_forward_hooks or g._global_forward_pre_hooks
-                or g._global_backward_hooks or g._global_backward_pre_hooks or torch._C._get_tracing_state())
-
-
 def _snake(name: str) -> str:
     """NatureCNN -> nature_cnn, LSTMCore -> lstm_core, QHead -> q_head."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
@@ -139,6 +125,10 @@ def _snake(name: str) -> str:
 class Component(nn.Module):
     """Base of every rlrun component. Subclasses implement ``_build(**input_spaces)`` and ``@api`` methods.
 
+    A component is an ``nn.Module`` and is used as one: ``component(x)`` runs ``nn.Module.__call__`` (its hooks,
+    then ``forward``), sub-components and layers are attributes, and parameters and buffers are registered as
+    usual.
+
     Capabilities an algorithm's root component (its agent) declares, read by rlrun instead of probed:
     ``learns_from`` (how an application's own loop feeds it, rlrun.make_agent: ``"observe"``: transitions given to
     ``observe()``; ``"rollouts"``: time-major steps given to ``update()``; None: only its plan can train it, e.g.
@@ -146,11 +136,6 @@ class Component(nn.Module):
     device strategies ``device=replicas`` and ``device.precision=bf16`` apply to it) and ``autocasts_updates`` (its
     update's loss runs under the autocast set as ``self.update_autocast``: ``device.precision=bf16`` applies, not
     replicas, e.g. where the loss runs over whole unrolls).
-
-    Methods that run at every acting step (``get_actions`` and the forwards under it) read their sub-components as
-    ``self._modules[name]`` and buffers as ``self._buffers[name]``: ``self.<name>`` goes through nn.Module's
-    ``__getattr__`` after a failed normal lookup, ~0.3-0.5 us a name, which between env steps cost CartPole acting 7%
-    (docs/results/performance.md, "Acting on cheap envs").
     """
 
     learns_from: ClassVar[str | None] = None
@@ -229,14 +214,6 @@ class Component(nn.Module):
         if floating is not None and sp.dtype(space).is_floating_point != floating:
             kind = "floating-point" if floating else "integer"
             raise ComponentBuildError(f"{self.name}.{key} expects a {kind} space but got {sp.describe(space)}")
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """``forward`` directly when nothing hooks this module (nn.Module's call path costs ~1-2 us per call,
-        which is a tenth of a small MLP's forward at batch 1); the full path when hooks are registered or a
-        tracer (torch.jit.trace, TensorBoard's add_graph) is recording."""
-        if module_call_path_needed(self):
-            return super().__call__(*args, **kwargs)
-        return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------------ structure
 

@@ -44,8 +44,7 @@ class QNetwork(Component):
     def forward(self, obs: Any) -> torch.Tensor:
         """Q-values ``[B, n]``; a Dict observation's ``action_mask`` sets illegal actions' to a large negative
         value (never greedy, never the bootstrap's max: :func:`rlrun.ops.apply_action_mask`)."""
-        m = self._modules  # per-step: Component's docstring
-        return apply_action_mask(m["head"].get_q(m["torso"](obs)), obs)
+        return apply_action_mask(self.head.get_q(self.torso(obs)), obs)
 
 
 def q_gradient_step(q: QNetwork, target_q: QNetwork, loss: DQNLoss, optimizer: Component, batch: dict,

@@ -135,3 +135,26 @@ def test_sample_spaces_are_sampled_but_not_built_from() -> None:
     test = ComponentTest(Gate("gate"), {"x": OBS}, sample_spaces={"mask": sp.Box(0, 1, (4,), np.float32)})
     assert set(test.component.input_spaces) == {"x"}
     assert test.call("apply").shape == (4, 4)
+
+
+def test_components_are_called_through_nn_module_call() -> None:
+    """A component and its layers run nn.Module's call path: hooks on either (and global module hooks) see every
+    call, and torch.jit.trace records the layers' calls."""
+    chain = Chain().build(obs=OBS)
+    x = torch.randn(2, 4)
+    seen: list[str] = []
+    handles = [chain.register_forward_hook(lambda m, i, o: seen.append("chain")),
+               chain.torso.layers[0].register_forward_pre_hook(lambda m, i: seen.append("linear"))]
+    out = chain(x)
+    for h in handles:
+        h.remove()
+    assert seen == ["linear", "chain"] and torch.equal(out, chain(x))
+    handle = nn.modules.module.register_module_forward_hook(lambda m, i, o: seen.append(type(m).__name__))
+    try:
+        chain.torso(x)
+    finally:
+        handle.remove()
+    assert seen[2:] == ["FlattenObservation", "Linear", "ReLU", "Sequential", "MLP"]
+    traced = torch.jit.trace(chain.torso, x)
+    assert torch.allclose(traced(x), chain.torso(x))
+    assert sum(1 for n in traced.graph.nodes() if n.kind() == "prim::CallMethod") >= 2
