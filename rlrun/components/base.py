@@ -11,7 +11,8 @@
   ``q_head.x expects Box(512,) float32 from torso.forward but got Box(256,) float32``.
 - ``trace()`` records, while active, every API call (caller, callee, method, argument shapes); the graph of a
   built component (``rlrun.components.graph``) is printed from the build edges and such a trace, and a call
-  that skips a level of the tree is reported as a boundary violation.
+  that skips a level of the tree is reported as a boundary violation. A function handed to an API method (the
+  ``loss_fn`` an optimizer module calls) is its giver's code: the calls it makes are the giver's.
 - A component is an ``nn.Module`` called as one: ``component(x)`` goes through ``nn.Module.__call__`` to
   ``forward`` (hooks, ``torch.jit.trace`` and profilers see it), and its layers are plain ``nn`` layers.
 """
@@ -66,7 +67,7 @@ class _Trace:
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.violations: list[str] = []
-        self.stack: list[Component] = []
+        self.stack: list[Component | None] = []  # the component whose code runs now (None: the user's)
 
 
 _TRACE: _Trace | None = None
@@ -74,13 +75,20 @@ _TRACE: _Trace | None = None
 
 @contextlib.contextmanager
 def trace() -> Iterator[_Trace]:
-    """Record every API call made inside the block."""
+    """Record every API call made inside the block.
+
+    Tracing is installed on demand: while the outermost trace is active every API method of every component class
+    is replaced by a recording wrapper, and the plain methods are put back when it ends, so untraced calls run the
+    methods as written, with no wrapper frame."""
     global _TRACE
     previous, _TRACE = _TRACE, _Trace()
+    installed = _install_recorders() if previous is None else []
     try:
         yield _TRACE
     finally:
         _TRACE = previous
+        for cls, name, method in reversed(installed):
+            setattr(cls, name, method)
 
 
 def _describe_arg(a: Any) -> str:
@@ -94,10 +102,37 @@ def _describe_arg(a: Any) -> str:
 
 
 def api(fn: Callable) -> Callable:
-    """Declare ``fn`` an API method of its component."""
+    """Declare ``fn`` an API method of its component (it is recorded while a :func:`trace` is active)."""
+    fn._rlrun_api = True  # type: ignore[attr-defined]
+    return fn
+
+
+def _component_classes() -> list[type]:
+    out, todo = [], [Component]
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def _install_recorders() -> list[tuple[type, str, Callable]]:
+    """Wrap every API method defined by a component class in a recorder; returns what to put back."""
+    installed = []
+    for cls in _component_classes():
+        for name, method in list(vars(cls).items()):
+            if callable(method) and getattr(method, "_rlrun_api", False):
+                installed.append((cls, name, method))
+                setattr(cls, name, _recorded(method))
+    return installed
+
+
+def _recorded(fn: Callable) -> Callable:
+    """``fn`` recording each call in the active trace: who called whom (a boundary violation when the callee is
+    neither the caller itself nor one of its direct sub-components), with the arguments' shapes."""
 
     @functools.wraps(fn)
-    def wrapper(self: "Component", *args: Any, **kwargs: Any) -> Any:
+    def recorder(self: "Component", *args: Any, **kwargs: Any) -> Any:
         t = _TRACE
         if t is None:
             return fn(self, *args, **kwargs)
@@ -107,14 +142,35 @@ def api(fn: Callable) -> Callable:
                                 f"sub-component's API")
         t.calls.append(Call(caller.name if caller else "<user>", self.name, fn.__name__,
                             [_describe_arg(a) for a in args] + [f"{k}={_describe_arg(v)}" for k, v in kwargs.items()]))
+        args = tuple(_callers_code(a, caller) for a in args)
+        kwargs = {k: _callers_code(v, caller) for k, v in kwargs.items()}
         t.stack.append(self)
         try:
             return fn(self, *args, **kwargs)
         finally:
             t.stack.pop()
 
-    wrapper._rlrun_api = True  # type: ignore[attr-defined]
-    return wrapper
+    return recorder
+
+
+def _callers_code(value: Any, caller: "Component | None") -> Any:
+    """A function handed to an API method (an optimizer module's ``loss_fn``) belongs to whoever handed it over:
+    the API calls it makes are recorded as that caller's, not as the callee's."""
+    if not callable(value) or isinstance(value, (nn.Module, type)):
+        return value
+
+    @functools.wraps(value)
+    def as_caller(*args: Any, **kwargs: Any) -> Any:
+        t = _TRACE
+        if t is None:
+            return value(*args, **kwargs)
+        t.stack.append(caller)
+        try:
+            return value(*args, **kwargs)
+        finally:
+            t.stack.pop()
+
+    return as_caller
 
 
 def _snake(name: str) -> str:
@@ -127,7 +183,7 @@ class Component(nn.Module):
 
     A component is an ``nn.Module`` and is used as one: ``component(x)`` runs ``nn.Module.__call__`` (its hooks,
     then ``forward``), sub-components and layers are attributes, and parameters and buffers are registered as
-    usual.
+    usual. ``@api`` only marks a method; :func:`trace` records the marked methods while it is active.
 
     Capabilities an algorithm's root component (its agent) declares, read by rlrun instead of probed:
     ``learns_from`` (how an application's own loop feeds it, rlrun.make_agent: ``"observe"``: transitions given to

@@ -15,22 +15,21 @@ The other strategies wrap or replace the gradient step:
   (backtracking line search) and ``TRPOStep`` (the two composed: TRPO's update, Schulman et al. 2015).
 - ``EvolutionStrategies``: OpenAI-ES (Salimans et al. 2017), a gradient-free step that drives any loss callable.
 
-Callbacks: the callables handed to ``step`` (``loss_fn``, ``kl_fn``) belong to the caller; they run as the
-caller's code, so API calls they make (e.g. to the agent's networks) are traced as the caller's, not as calls of
-the optimizer module (which would be boundary violations, since the networks are not its sub-components).
-A composite module (``MultiStep``, ``TRPOStep``) wraps the callables it passes to its children the same way.
+Callbacks: the callables handed to ``step`` (``loss_fn``, ``kl_fn``) belong to the caller: an API trace
+(``rlrun.components.base.trace``) records the calls they make (e.g. to the agent's networks) as the caller's, not
+as calls of the optimizer module, whose sub-components the networks are not.
 
 Vocabulary: one *gradient step* (TensorForce's "optimizer step") is one update of the parameters; ``info["loss"]``
 is always the loss at the parameters *before* the step.
 
-Files: ``gradient_step.py`` (GradientStep, Synchronization, ``as_caller``), ``multi_step.py``, ``trust_region.py``
+Files: ``gradient_step.py`` (GradientStep, Synchronization), ``multi_step.py``, ``trust_region.py``
 (NaturalGradient, LineSearch, TRPOStep, conjugate gradient, Fisher-vector products), ``evolution_strategies.py``,
 ``flat_params.py`` (parameters as one flat vector).
 """
 
 from rlrun.components.optimizers.evolution_strategies import EvolutionStrategies, centered_ranks
 from rlrun.components.optimizers.flat_params import flat_grad
-from rlrun.components.optimizers.gradient_step import OPTIMIZERS, GradientStep, Synchronization, as_caller
+from rlrun.components.optimizers.gradient_step import OPTIMIZERS, GradientStep, Synchronization
 from rlrun.components.optimizers.multi_step import MultiStep
 from rlrun.components.optimizers.trust_region import (
     LineSearch,
@@ -42,5 +41,5 @@ from rlrun.components.optimizers.trust_region import (
 )
 
 __all__ = ["OPTIMIZERS", "EvolutionStrategies", "GradientStep", "LineSearch", "MultiStep", "NaturalGradient",
-           "Synchronization", "TRPOStep", "as_caller", "centered_ranks", "conjugate_gradient", "flat_grad",
+           "Synchronization", "TRPOStep", "centered_ranks", "conjugate_gradient", "flat_grad",
            "fisher_vector_product", "fisher_vector_product_fn"]

@@ -1,7 +1,5 @@
 """The plain gradient step (:class:`GradientStep`: ``loss_fn() -> (loss, info)``, back-propagate, clip, step a
-``torch.optim`` optimizer, or for fused Adam rlrun's ``FusedAdam``) and target-network :class:`Synchronization`;
-:func:`as_caller`, how every optimizer module runs the callables its caller hands it (see
-``rlrun/components/optimizers/__init__.py``)."""
+``torch.optim`` optimizer, or for fused Adam rlrun's ``FusedAdam``) and target-network :class:`Synchronization`."""
 
 from __future__ import annotations
 
@@ -11,29 +9,11 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 import torch
 from torch import nn
 
-from rlrun.components import base
 from rlrun.components.base import Component, api
 from rlrun.components.optimizers import fused_adam
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "rmsprop": torch.optim.RMSprop,
               "adamw": torch.optim.AdamW}
-
-
-def as_caller(module: Component, fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a callable handed to ``module`` by its caller as the caller's code.
-
-    While an API trace is active, ``module`` (the innermost traced component, as it is running one of its API
-    methods) is taken off the trace stack for the duration of ``fn``, so the API calls ``fn`` makes are
-    attributed to whoever called ``module``. Without a trace this is just ``fn(*args)``.
-    """
-    t = base._TRACE
-    if t is None or not t.stack or t.stack[-1] is not module:
-        return fn(*args)
-    t.stack.pop()
-    try:
-        return fn(*args)
-    finally:
-        t.stack.append(module)
 
 
 class GradientStep(Component):
@@ -79,10 +59,10 @@ class GradientStep(Component):
         if self.optimizer is None:
             raise RuntimeError(f"{self.name}: attach() the parameters before step()")
         if self.autocast is None:
-            loss, info = as_caller(self, loss_fn)
+            loss, info = loss_fn()
         else:
             with torch.autocast(self.autocast[0], dtype=self.autocast[1]):
-                loss, info = as_caller(self, loss_fn)
+                loss, info = loss_fn()
             loss = loss.float()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

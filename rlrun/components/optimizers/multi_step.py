@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from rlrun.components.base import Component, api
-from rlrun.components.optimizers.gradient_step import GradientStep, as_caller
+from rlrun.components.optimizers.gradient_step import GradientStep
 from rlrun.ops.time_major import map_nest
 
 
@@ -108,10 +108,9 @@ class MultiStep(Component):
             for idx in order.split(self.minibatch_size or n):
                 minibatch = map_nest(lambda t, idx=idx: t.index_select(0, idx.to(t.device)), batch)
                 if self.strategy is None:
-                    info = self.optimizer.step(lambda mb=minibatch: as_caller(self, loss_fn, mb))
+                    info = self.optimizer.step(lambda mb=minibatch: loss_fn(mb))
                 else:
-                    info = self.strategy.step(self.optimizer, lambda shard: as_caller(self, loss_fn, shard),
-                                              minibatch)
+                    info = self.strategy.step(self.optimizer, loss_fn, minibatch)
                 steps += 1
                 for key, value in info.items():
                     x = _scalar(value)
