@@ -33,6 +33,7 @@ from rlrun.algos.base import IterationResult
 from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan, rmsprop_or_adam, rollout_from_samples
 from rlrun.components.base import api
 from rlrun.components.distributions import make_distribution
+from rlrun.components.optimizers import optimizer_step
 from rlrun.components.policy_losses import a2c_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.ops import explained_variance, flatten_time, truncation_aware_gae
@@ -47,25 +48,11 @@ class A2CAgent(OnPolicyAgent):
     routes_updates = True
 
     def __init__(self, cfg: A2CConfig, seed: int = 0, name: str = "a2c_agent") -> None:
-        self._update_strategy: Any = None
         super().__init__(cfg, seed, name)
 
     def _make_optimizers(self, cfg: A2CConfig, seed: int) -> None:
         """``optimizer``: one RMSProp (Mnih et al. 2016; alpha 0.99) or Adam step per rollout."""
-        self.optimizer = rmsprop_or_adam(cfg)
-
-    def torch_optimizer(self) -> torch.optim.Optimizer:
-        return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
-
-    @property
-    def update_strategy(self) -> Any:
-        """The device strategy's update (``device=replicas``, ``device.precision``; set by rlrun.devices). With
-        ``normalize_advantage`` each replica normalises its own shard's advantages."""
-        return self._update_strategy
-
-    @update_strategy.setter
-    def update_strategy(self, strategy: Any) -> None:
-        self._update_strategy = strategy
+        self.optimizer = rmsprop_or_adam(cfg, self.network.parameters())
 
     def loss_fn(self, rollout: dict[str, Any]) -> tuple[Any, dict[str, Any], torch.Tensor, torch.Tensor]:
         """``(loss_fn, data, values, returns)`` for a time-major rollout: n-step / GAE advantages under the current
@@ -91,15 +78,16 @@ class A2CAgent(OnPolicyAgent):
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
         update): keys as ``rollout_from_samples`` makes them (and raw_action for Box actions).
         n-step / GAE advantages under the current weights, then one gradient step on the A2C loss over all
-        ``T * B`` steps (through the device strategy's update if set)."""
+        ``T * B`` steps (through the device strategy's update if set; with ``normalize_advantage`` each replica
+        normalises its own shard's advantages)."""
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         lr = self.set_learning_rate()
-        if self._update_strategy is None:
+        if self.update_strategy is None:
             loss, info, values, ret = self.one_pass_loss(rollout)
-            info = self.optimizer.step(lambda: (loss, info))
+            info.update(optimizer_step(self.optimizer, loss, self.cfg.max_grad_norm))
         else:  # the strategy cuts the rows into shards: a loss of rows, after a separate value pass
             loss_fn, data, values, ret = self.loss_fn(rollout)
-            info = self._update_strategy.step(self.optimizer, loss_fn, data)
+            info = self.update_strategy.step(self.optimizer, loss_fn, data, self.cfg.max_grad_norm)
         self.env_steps += int(ret.numel())
         info["learn/lr"] = lr
         info["value/explained_variance"] = explained_variance(values.flatten(), ret)
@@ -140,7 +128,16 @@ class A2CAgent(OnPolicyAgent):
         """One optimizer step with a worker's gradient (clipped as in :meth:`update`), at the learning rate of the
         schedule now; ``env_steps``: the env steps the gradient was computed on (the LR schedule's clock)."""
         lr = self.set_learning_rate()
-        info = self.optimizer.apply(gradients)
+        params = [p for p in self.network.parameters() if p.requires_grad]
+        if len(gradients) != len(params):
+            raise ValueError(f"{self.name}: {len(gradients)} gradients for {len(params)} parameters")
+        for p, g in zip(params, gradients, strict=True):
+            p.grad = g.to(device=p.device, dtype=p.dtype)
+        info: dict[str, Any] = {}
+        if self.cfg.max_grad_norm is not None:
+            info["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
         self.env_steps += int(env_steps)
         info["learn/lr"] = lr
         return info

@@ -33,6 +33,7 @@ Choices (where the paper's setting does not carry over as is):
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import replace
 from typing import Any, Sequence
@@ -46,9 +47,9 @@ from rlrun.algos.base import Algorithm, IterationResult, ThreadedLearner
 from rlrun.components.base import Component, api
 from rlrun.components.losses import DQNLoss, dqn_td_error
 from rlrun.components.nstep import NStepAggregator
-from rlrun.components.optimizers import GradientStep, Synchronization
+from rlrun.components.optimizers import Synchronization, optimizer_step
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.components.q_network import QNetwork, q_gradient_step
+from rlrun.components.q_network import QNetwork, q_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread
@@ -102,10 +103,10 @@ class ApexActor(Component):
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
         """Epsilon-greedy in Q with env copy b's own epsilon; greedy with ``explore=False``."""
-        q = self._modules["q"](obs)  # per-step: Component's docstring
+        q = self.q(obs)
         if not explore:
             return q.argmax(dim=-1)
-        epsilons = self._buffers["epsilons"]
+        epsilons = self.epsilons
         if q.shape[0] != epsilons.shape[0]:
             raise ValueError(f"{self.name}: {q.shape[0]} observations for {epsilons.shape[0]} env copies "
                              f"(one epsilon each); executor.vector_mode=serial is not supported by algo=apex")
@@ -180,8 +181,6 @@ class ApexLearner(Component):
         self.q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="q")
         self.target_q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="target_q")
         self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
-        self.optimizer = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps,
-                                      fused=True)  # one fused kernel, as DQN
         self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
         self.update_strategy: Any = None  # set by the device strategy (device=replicas, device.precision)
 
@@ -191,8 +190,16 @@ class ApexLearner(Component):
         self.target_q.load_state_dict(self.q.state_dict())
         self.target_q.requires_grad_(False)
         self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
-        self.optimizer.attach(self.q.parameters())
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps,
+                                          fused=True)  # one fused kernel, as DQN
         self.output_spaces["get_actions"] = actions
+
+    def get_extra_state(self) -> Any:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def set_extra_state(self, state: Any) -> None:
+        # a deep copy: torch's Optimizer.load_state_dict would share another agent's live moment tensors
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
 
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
@@ -206,7 +213,12 @@ class ApexLearner(Component):
         batch = {k: _to(v, _device(self.q)) for k, v in batch.items()}
         weights = None if weights is None else torch.as_tensor(weights).to(_device(self.q))
 
-        info = q_gradient_step(self.q, self.target_q, self.loss, self.optimizer, batch, weights, self.update_strategy)
+        if self.update_strategy is None:
+            loss, info = q_loss(self.q, self.target_q, self.loss, (batch, weights))
+            info.update(optimizer_step(self.optimizer, loss, self.cfg.max_grad_norm))
+        else:  # device=replicas / device.precision=bf16: the same step, split into shards or under autocast
+            loss_fn = functools.partial(q_loss, self.q, self.target_q, self.loss)
+            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights), self.cfg.max_grad_norm)
         self.target_sync.step(self.q, self.target_q)
         return info
 

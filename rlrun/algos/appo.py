@@ -23,6 +23,7 @@ from rlrun.algos.appo_config import APPOConfig
 from rlrun.algos.impala import IMPALA, IMPALAAgent
 from rlrun.components.base import api
 from rlrun.components.distributions import make_distribution
+from rlrun.components.optimizers import optimizer_step
 from rlrun.components.policy_losses import (
     apply_reduction,
     check_reduction,
@@ -142,7 +143,9 @@ class APPOAgent(IMPALAAgent):
 
         totals: dict[str, float] = {}
         for _ in range(cfg.num_epochs):
-            info = self.optimizer.step(loss_fn)
+            with self.autocast():
+                loss, info = loss_fn()
+            info.update(optimizer_step(self.optimizer, loss.float(), cfg.max_grad_norm))
             for k, v in info.items():
                 totals[k] = totals.get(k, 0.0) + float(v)
         out: dict[str, Any] = {k: v / cfg.num_epochs for k, v in totals.items()}

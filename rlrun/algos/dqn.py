@@ -8,6 +8,7 @@ Its config schema is ``rlrun.algos.dqn_config.DQNConfig`` (each key documented t
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import replace
 from typing import Any
@@ -23,9 +24,9 @@ from rlrun.components.exploration import EpsilonGreedy
 from rlrun.components.losses import DQNLoss
 from rlrun.components.memories import ReplayMemory
 from rlrun.components.nstep import NStepAggregator
-from rlrun.components.optimizers import GradientStep, Synchronization
+from rlrun.components.optimizers import Synchronization, optimizer_step
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.components.q_network import QNetwork, q_gradient_step
+from rlrun.components.q_network import QNetwork, q_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.ops.action_mask import MASK_KEY
@@ -53,12 +54,9 @@ class DQNAgent(Component):
         # n > 1: transitions pass through the aggregator (per env copy of the one local worker) before replay.
         self.n_step = NStepAggregator(cfg.n_step, cfg.gamma) if cfg.n_step > 1 else None
         self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
-        # fused=True: one fused Adam kernel over all parameters instead of ~10 small ops per parameter tensor
-        # (same update rule; about 100 us less per gradient step on CPU for this network size).
-        self.optimizer = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, fused=True)
         self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
         # Set by the device strategy (rlrun.devices.apply_device_strategy) for device=replicas or
-        # device.precision=bf16: a ReplicatedUpdate that takes the gradient step; None = the plain GradientStep.
+        # device.precision=bf16: a ReplicatedUpdate that takes the gradient step; None = the plain step.
         self.update_strategy: Any = None
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
@@ -78,13 +76,21 @@ class DQNAgent(Component):
             records = self.n_step.output("add")
         self.build_child(self.memory, records=records)
         self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
-        self.optimizer.attach(self.q.parameters())
+        # fused=True: one Adam kernel over all parameters instead of ~10 small ops per parameter tensor (the same
+        # update rule)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.cfg.lr, fused=True)
         self.output_spaces["get_actions"] = actions
+
+    def get_extra_state(self) -> Any:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def set_extra_state(self, state: Any) -> None:
+        # a deep copy: torch's Optimizer.load_state_dict would share another agent's live moment tensors
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
 
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
-        m = self._modules  # per-step: Component's docstring
-        return m["exploration"].get_actions(m["q"](obs), explore)
+        return self.exploration.get_actions(self.q(obs), explore)
 
     @api
     def observe(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any,
@@ -124,7 +130,12 @@ class DQNAgent(Component):
             else:
                 batch = self.memory.sample(self.cfg.batch_size)
 
-        info = q_gradient_step(self.q, self.target_q, self.loss, self.optimizer, batch, weights, self.update_strategy)
+        if self.update_strategy is None:
+            loss, info = q_loss(self.q, self.target_q, self.loss, (batch, weights))
+            info.update(optimizer_step(self.optimizer, loss, self.cfg.max_grad_norm))
+        else:  # device=replicas / device.precision=bf16: the same step, split into shards or under autocast
+            loss_fn = functools.partial(q_loss, self.q, self.target_q, self.loss)
+            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights), self.cfg.max_grad_norm)
         if indices is not None:
             self.memory.update_priorities(indices, info["td_error"])
         self.target_sync.step(self.q, self.target_q)

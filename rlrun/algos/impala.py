@@ -29,8 +29,9 @@ with PPO's clipped surrogate. Config schema: ``rlrun.algos.impala_config.IMPALAC
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
-from typing import Any, Callable
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -50,6 +51,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
 from rlrun.components.networks import LSTMCore, make_torso, orthogonal_init_torsos
+from rlrun.components.optimizers import optimizer_step
 from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
@@ -172,31 +174,30 @@ class IMPALAAgent(Component):
         self.cfg = cfg
         self.network = IMPALANetwork(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.use_lstm,
                                      cfg.lstm_size, cfg.shared_torso, cfg.orthogonal_init, name="network")
-        self.optimizer = self._make_optimizer(cfg)
+        self.update_autocast: tuple[str, torch.dtype] | None = None
+        """The update's autocast ``(device type, dtype)`` (``device.precision=bf16``, set by rlrun.devices), or None:
+        every gradient step's loss runs under it (:meth:`autocast`)."""
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps learnt on (LR schedule)
         self.register_buffer("updates", torch.zeros((), dtype=torch.int64))  # learner updates = weights version
         self._acting_state: State = None  # per env copy, while acting (not a buffer: never synced)
 
-    @staticmethod
-    def _make_optimizer(cfg: IMPALAConfig) -> Component:
-        """One RMSProp (Espeholt et al. 2018, with momentum) or Adam step per learner batch."""
-        return rmsprop_or_adam(cfg, momentum=cfg.rmsprop_momentum)
-
-    def torch_optimizer(self) -> torch.optim.Optimizer:
-        return self.optimizer.optimizer  # GradientStep -> torch.optim.RMSprop / Adam
-
-    @property
-    def update_autocast(self) -> tuple[str, torch.dtype] | None:
-        """The update's autocast ``(device type, dtype)`` (``device.precision=bf16``, set by rlrun.devices), or None:
-        every gradient step's loss runs under it."""
-        return self.optimizer.autocast
-
-    @update_autocast.setter
-    def update_autocast(self, autocast: tuple[str, torch.dtype] | None) -> None:
-        self.optimizer.autocast = autocast
-
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         build_actor_critic(self, obs, actions)
+        # one RMSProp (Espeholt et al. 2018, with momentum) or Adam step per learner batch
+        self.optimizer = rmsprop_or_adam(self.cfg, self.network.parameters(), momentum=self.cfg.rmsprop_momentum)
+
+    def get_extra_state(self) -> Any:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def set_extra_state(self, state: Any) -> None:
+        # a deep copy: torch's Optimizer.load_state_dict would share another agent's live moment tensors
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context a gradient step's loss runs in: ``torch.autocast`` with :attr:`update_autocast`, or none."""
+        if self.update_autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.update_autocast[0], dtype=self.update_autocast[1])
 
     # ------------------------------------------------------------------ acting
 
@@ -261,7 +262,7 @@ class IMPALAAgent(Component):
     def set_learning_rate(self) -> float:
         """Put the learning rate into the optimizer (``lr``, annealed linearly to 0 when ``anneal_lr``)."""
         lr = float(self.cfg.lr) * (self.remaining() if self.cfg.anneal_lr else 1.0)
-        for group in self.torch_optimizer().param_groups:
+        for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
 
@@ -336,27 +337,21 @@ class IMPALAAgent(Component):
         lr = self.set_learning_rate()
         first, state0 = self._first_and_state(rollout)
         actions = self._actions(rollout)
-        stats: dict[str, Any] = {}
-
-        def loss_fn() -> tuple[torch.Tensor, dict]:
+        with self.autocast():
             dist, values, rewards, discounts, bootstrap = self._forward_terms(rollout, state0, first)
             log_probs = dist.log_prob(actions)
             t = impala_loss(log_probs, rollout["log_prob"], rewards, discounts, values, bootstrap, dist.entropy(),
                             vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, clip_rho_threshold=cfg.clip_rho_threshold,
                             clip_pg_rho_threshold=cfg.clip_pg_rho_threshold, reduction=cfg.loss_reduction)
             rhos = torch.exp(log_probs.detach() - rollout["log_prob"])
-            stats.update(values=values.detach(), vs=t.vs)
-            return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                             "policy/entropy": t.entropy.detach(), "vtrace/vs_mean": t.vs.mean(),
-                             "vtrace/rho_mean": rhos.mean(),
-                             "vtrace/rho_clipped_fraction": (rhos > (cfg.clip_rho_threshold or math.inf))
-                             .float().mean()}
-
-        info = self.optimizer.step(loss_fn)
+        info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(), "policy/entropy": t.entropy.detach(),
+                "vtrace/vs_mean": t.vs.mean(), "vtrace/rho_mean": rhos.mean(),
+                "vtrace/rho_clipped_fraction": (rhos > (cfg.clip_rho_threshold or math.inf)).float().mean()}
+        info.update(optimizer_step(self.optimizer, t.total.float(), cfg.max_grad_norm))
         self.env_steps += int(rollout["rewards"].numel())
         self.updates += 1
         info["learn/lr"] = lr
-        info["value/explained_variance"] = explained_variance(stats["values"].flatten(), stats["vs"].flatten())
+        info["value/explained_variance"] = explained_variance(values.detach().flatten(), t.vs.flatten())
         return info
 
     # ------------------------------------------------------------------ weights
@@ -408,25 +403,41 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         return int(self.agent.updates)
 
     def training_step(self) -> IterationResult:
+        """One learner update (thread mode: :meth:`_training_step_thread`): take unrolls as they arrive until
+        ``batches_per_update`` worker samples are held, learn on them, send the new weights to the workers that
+        produced them (while the arrivals are still open, so the last one's next request carries them), and stop
+        taking unrolls (those that arrive meanwhile wait for the next step: one update per step however fast the
+        workers are)."""
         if self.learner is not None:
             return self._training_step_thread()
-        return self._training_step_sync()
+        result = IterationResult()
+        for batches, workers in self._take_unrolls(result):
+            with self.timer("learn"):
+                info = self._update(rollout_from_samples(batches, self.spec.observation_space, self.device))
+            self.workers.sync_weights(worker_ids=sorted(set(workers)))
+        self.env_steps += result.env_steps
+        self.gradient_steps += int(info.pop("gradient_steps", 1))
+        lag_mean, lag_max = info.pop("lags")
+        renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
+        result.metrics.update({renamed.get(k, k): float(v) for k, v in info.items()})
+        result.metrics["learn/policy_lag_mean"] = lag_mean
+        result.metrics["learn/policy_lag_max"] = lag_max
+        result.metrics["learn/updates"] = self.updates
+        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        return result
 
     def _training_step_thread(self) -> IterationResult:
         """Thread mode: take ``batches_per_update`` worker samples as they arrive, queue them as one learner batch
         (waiting only while the queue is full: IMPALA's bounded queue), send the producing workers the weights the
         learner last published, and report the updates the learner finished since."""
         result = IterationResult()
-
-        def queue_them(batches: list[Any], workers: list[int]) -> None:
+        for batches, workers in self._take_unrolls(result):
             rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
             with self.timer("learner_queue_wait"):
                 while not self.learner.put(rollout, timeout=1.0):
                     if self.stop_due():
                         break
             self.workers.sync_weights(self.published, worker_ids=sorted(set(workers)))
-
-        self._take_unrolls(result, queue_them)
         self.env_steps += result.env_steps
         infos = [info for _, info in self.learner.drain()]
         finished = None
@@ -445,41 +456,23 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         return result
 
     def _learn_on(self, rollout: dict[str, Any]) -> dict[str, Any]:
-        """The learner thread's update of one queued batch (lag: updates before it minus the version acted with)."""
+        """The learner thread's update of one queued batch."""
         with self.timer("learn"):
-            lag = (self.updates - rollout.pop("weights_version")).float()
-            info = self.agent.update(rollout)
-        info = {k: (float(v) if isinstance(v, torch.Tensor) and v.numel() == 1 else v) for k, v in info.items()}
+            info = self._update(rollout)
+        return {k: (float(v) if isinstance(v, torch.Tensor) and v.numel() == 1 else v) for k, v in info.items()}
+
+    def _update(self, rollout: dict[str, Any]) -> dict[str, Any]:
+        """The agent's update on one learner batch; its info with ``lags``: the mean and max policy lag of the rows
+        (learner updates before this one minus the weights version acted with)."""
+        lag = (self.updates - rollout.pop("weights_version")).float()
+        info = self.agent.update(rollout)
         info["lags"] = (float(lag.mean()), float(lag.max()))
         return info
 
-    def _training_step_sync(self) -> IterationResult:
-        """One learner update: take unrolls as they arrive until ``batches_per_update`` worker samples are held,
-        learn on them, send the new weights to the workers that produced them (inside the loop, so the last
-        one's next request carries them), and stop taking unrolls (those that arrive meanwhile wait for the next
-        step: one update per step however fast the workers are)."""
-        result = IterationResult()
-
-        def learn_on_them(batches: list[Any], workers: list[int]) -> dict[str, Any]:
-            info = self._learn(batches)
-            self.workers.sync_weights(worker_ids=sorted(set(workers)))
-            return info
-
-        info = self._take_unrolls(result, learn_on_them)
-        self.env_steps += result.env_steps
-        lag_mean, lag_max = info.pop("lags")
-        renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
-        result.metrics.update({renamed.get(k, k): float(v) for k, v in info.items()})
-        result.metrics["learn/policy_lag_mean"] = lag_mean
-        result.metrics["learn/policy_lag_max"] = lag_max
-        result.metrics["learn/updates"] = self.updates
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
-        return result
-
-    def _take_unrolls(self, result: IterationResult, full: Callable[[list[Any], list[int]], Any]) -> Any:
+    def _take_unrolls(self, result: IterationResult) -> Iterator[tuple[list[Any], list[int]]]:
         """Take worker samples as they arrive (counted into ``result``) until ``batches_per_update`` are held, then
-        ``full(batches, worker ids)`` while the arrivals are still open (so weights it syncs ride on the workers'
-        next requests); its value. Unrolls arriving after that wait for the next step."""
+        yield them with their workers' ids once, while the arrivals are still open (so weights synced meanwhile
+        ride on the workers' next requests). Unrolls arriving after that wait for the next step."""
         batches: list[Any] = []
         workers: list[int] = []
         need = self.batches_per_update
@@ -489,19 +482,9 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
                 batches.append(batch)
                 workers.append(worker)
                 if len(batches) == need:
-                    return full(batches, workers)
+                    yield batches, workers
+                    return
         raise RuntimeError(f"the worker set's sample_async ended after {len(batches)} of {need} samples")
-
-    def _learn(self, batches: list[Any]) -> dict[str, Any]:
-        """One learner update on ``batches`` (side by side along B); its info with ``lags``: the mean and max
-        policy lag of the rows (learner updates before this one minus the weights version acted with)."""
-        with self.timer("learn"):
-            rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
-            lag = (self.updates - rollout.pop("weights_version")).float()
-            info = self.agent.update(rollout)
-        self.gradient_steps += int(info.pop("gradient_steps", 1))
-        info["lags"] = (float(lag.mean()), float(lag.max()))
-        return info
 
     def _state(self) -> dict[str, Any]:
         return {"agent": self.agent.state_dict(), "env_steps": self.env_steps,

@@ -8,12 +8,13 @@ these. The network is :class:`rlrun.components.actor_critic.ActorCritic`, the ad
 
 Read top to bottom: the rollout a plan hands its agent (``rollout_from_samples``), what an actor-critic agent is
 built with (``build_actor_critic``, ``clip_to_bounds``, ``make_reward_scaler``, ``rmsprop_or_adam``), the agent
-base of the PPO family (acting, observing, advantages, the learning-rate schedule, weights; a subclass adds its
-optimizers and its ``update``), then the plans.
+base of the PPO family (acting, observing, advantages, the learning-rate schedule, the optimizer's state, weights; a
+subclass adds its optimizers and its ``update``), then the plans.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 from typing import Any, Callable
@@ -27,7 +28,6 @@ from rlrun.components.actor_critic import ActorCritic
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.normalizers import RewardScaler
-from rlrun.components.optimizers import GradientStep
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.ops import flatten_time, map_nest, next_obs_rows, truncation_aware_gae
@@ -98,15 +98,14 @@ def _numpy(x: Any) -> np.ndarray:
 
 
 def build_actor_critic(agent: Component, obs: sp.Space, actions: sp.Space) -> None:
-    """The build of an actor-critic agent (PPO, A2C, IMPALA, APPO) with ``agent.network`` and ``agent.optimizer``:
-    Discrete or Box actions only, the network built from the spaces and attached to the optimizer, and for Box
-    actions the bounds samples are clipped to for the env (the learner uses the raw sample)."""
+    """The build of an actor-critic agent (PPO, A2C, IMPALA, APPO) with ``agent.network``: Discrete or Box actions
+    only, the network built from the spaces, and for Box actions the bounds samples are clipped to for the env (the
+    learner uses the raw sample)."""
     if not isinstance(actions, (sp.Discrete, sp.Box)):
         raise ConfigError(f"algo={agent.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
     agent.action_space = actions
     agent.continuous = isinstance(actions, sp.Box)
     agent.build_child(agent.network, obs=obs, actions=actions)
-    agent.optimizer.attach(agent.network.parameters())
     if agent.continuous:
         agent.register_buffer("action_low", torch.as_tensor(actions.low, dtype=torch.float32))
         agent.register_buffer("action_high", torch.as_tensor(actions.high, dtype=torch.float32))
@@ -127,16 +126,15 @@ def make_reward_scaler(cfg: Any) -> RewardScaler | None:
     return RewardScaler(cfg.gamma, cfg.reward_clip, name="reward_scaler")
 
 
-def rmsprop_or_adam(cfg: Any, **rmsprop_kwargs: Any) -> GradientStep:
-    """One gradient step by ``algo.optimizer``: RMSProp (``algo.rmsprop_alpha``, ``algo.optimizer_eps`` and
-    ``rmsprop_kwargs``) or Adam (``algo.optimizer_eps``), ``algo.lr`` and ``algo.max_grad_norm``; A2C's and IMPALA's
-    optimizer."""
+def rmsprop_or_adam(cfg: Any, params: Any, **rmsprop_kwargs: Any) -> torch.optim.Optimizer:
+    """The ``torch.optim`` optimizer ``algo.optimizer`` names over ``params``: RMSProp (``algo.rmsprop_alpha``,
+    ``algo.optimizer_eps`` and ``rmsprop_kwargs``) or Adam (``algo.optimizer_eps``), at ``algo.lr``; A2C's and
+    IMPALA's optimizer."""
     # the schemas declare the choices (rmsprop | adam)
     if cfg.optimizer == "rmsprop":
-        kwargs = {"alpha": cfg.rmsprop_alpha, "eps": cfg.optimizer_eps, **rmsprop_kwargs}
-    else:
-        kwargs = {"eps": cfg.optimizer_eps}
-    return GradientStep(cfg.optimizer, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, **kwargs)
+        return torch.optim.RMSprop(params, lr=cfg.lr, alpha=cfg.rmsprop_alpha, eps=cfg.optimizer_eps,
+                                   **rmsprop_kwargs)
+    return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.optimizer_eps)
 
 
 def policy_factory(algo_cls: Any, cfg: Any, spec: EnvSpec) -> Callable[[int], Component]:
@@ -155,10 +153,11 @@ class OnPolicyAgent(Component):
     the log-probability the learner needs), observing (collect a rollout step by step from an application's loop),
     truncation-aware GAE advantages under the current weights, the linear learning-rate schedule, and weights.
 
-    A subclass sets its optimizer component(s) in :meth:`_make_optimizers`, names the ``torch.optim`` optimizer
-    the schedule drives in :meth:`torch_optimizer`, and defines the ``update`` API; it may replace the network
-    (:meth:`_make_network`) and the build (:meth:`_build`: by default :func:`build_actor_critic` with one
-    ``optimizer`` over the whole network).
+    A subclass makes its optimizer(s) in :meth:`_make_optimizers` (called at the end of the build, once the
+    parameters exist), names the ``torch.optim`` optimizer the schedule drives in :meth:`torch_optimizer` (by
+    default ``self.optimizer``; its state is saved with the agent's), and defines the ``update`` API; it may replace
+    the network (:meth:`_make_network`) and the build (:meth:`_build`: by default :func:`build_actor_critic`).
+    ``generator`` draws the minibatches of an update that takes several (its state is saved too).
     """
 
     learns_from = "observe"
@@ -168,7 +167,12 @@ class OnPolicyAgent(Component):
         self.cfg = cfg
         self.network = self._make_network(cfg)
         self.reward_scaler = make_reward_scaler(cfg)
-        self._make_optimizers(cfg, seed)
+        self.seed = seed
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.update_strategy: Any = None
+        """The device strategy's update (``device=replicas``, ``device.precision``: a
+        ``rlrun.devices.replicas.ReplicatedUpdate``, set by rlrun.devices on an agent that ``routes_updates``): its
+        gradient steps run through it; None: :func:`rlrun.components.optimizers.optimizer_step`."""
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps trained on (LR schedule)
         self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
         self._lr_warned = False
@@ -180,17 +184,28 @@ class OnPolicyAgent(Component):
                            cfg.orthogonal_init, cfg.init_log_std, cfg.normalize_obs, cfg.obs_clip, name="network")
 
     def _make_optimizers(self, cfg: Any, seed: int) -> None:
-        """Subclasses: set the optimizer component(s) (``self.optimizer`` for the default build)."""
+        """Subclasses: make the optimizer(s) over the built network's parameters (``self.optimizer`` by default)."""
         raise NotImplementedError
 
     def torch_optimizer(self) -> torch.optim.Optimizer:
-        """Subclasses: the ``torch.optim`` optimizer whose learning rate :meth:`set_learning_rate` sets."""
-        raise NotImplementedError
+        """The ``torch.optim`` optimizer whose learning rate :meth:`set_learning_rate` sets and whose state is saved
+        with the agent's."""
+        return self.optimizer
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         build_actor_critic(self, obs, actions)
         if self.reward_scaler is not None:
             self.build_child(self.reward_scaler)
+        self._make_optimizers(self.cfg, self.seed)
+
+    def get_extra_state(self) -> Any:
+        return {"optimizer": self.torch_optimizer().state_dict(), "generator": self.generator.get_state()}
+
+    def set_extra_state(self, state: Any) -> None:
+        # A deep copy: torch's Optimizer.load_state_dict keeps same-device tensors as they are, so loading another
+        # agent's live state (in memory, not from a file) would share its moment tensors.
+        self.torch_optimizer().load_state_dict(copy.deepcopy(state["optimizer"]))
+        self.generator.set_state(state["generator"])
 
     # ------------------------------------------------------------------ acting
 

@@ -6,8 +6,8 @@ global gradient clipping, linear learning-rate annealing, orthogonal initialisat
 What PPO shares with A2C and TRPO lives below the algorithms: the actor-critic network in
 :mod:`rlrun.components.actor_critic`, the advantage estimator (GAE with time-limit truncation handled) in
 :func:`rlrun.ops.truncation_aware_gae`, and the agent's acting, observing, advantages, learning-rate schedule and
-weights, and the plan, in :mod:`rlrun.algos.on_policy`. This file holds what is PPO's: the optimizer (epochs of
-shuffled minibatch Adam steps) and the update on the clipped-surrogate loss. Its config schema is
+weights, and the plan, in :mod:`rlrun.algos.on_policy`. This file holds what is PPO's: the optimizer (Adam) and the
+update, epochs of shuffled minibatch steps on the clipped-surrogate loss. Its config schema is
 ``rlrun.algos.ppo_config.PPOConfig`` (each key documented there).
 """
 
@@ -21,7 +21,7 @@ from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan
 from rlrun.algos.ppo_config import PPOConfig
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
-from rlrun.components.optimizers import GradientStep, MultiStep
+from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
 from rlrun.components.policy_losses import ppo_loss
 from rlrun.ops import explained_variance, flatten_time
 
@@ -38,25 +38,10 @@ class PPOAgent(OnPolicyAgent):
     def __init__(self, cfg: PPOConfig, seed: int = 0, name: str = "ppo_agent") -> None:
         super().__init__(cfg, seed, name)
 
-    @property
-    def update_strategy(self) -> Any:
-        """The device strategy's update (``device=replicas``, ``device.precision``; set by rlrun.devices): each
-        minibatch step runs through it. With ``normalize_advantage`` each replica normalises its own shard's
-        advantages (as RLlib's multi-GPU towers do), so the update equals one replica's only without it."""
-        return self.optimizer.strategy
-
-    @update_strategy.setter
-    def update_strategy(self, strategy: Any) -> None:
-        self.optimizer.strategy = strategy
-
     def _make_optimizers(self, cfg: PPOConfig, seed: int) -> None:
-        """``optimizer``: epochs of shuffled minibatch Adam steps; ``torch_optimizer`` (below) reaches the Adam
-        inside. ``fused=True``: one fused Adam kernel over all parameters (the same update rule, fewer small ops)."""
-        step = GradientStep("adam", lr=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps, fused=True)
-        self.optimizer = MultiStep(step, cfg.num_epochs, cfg.minibatch_size, seed=seed)
-
-    def torch_optimizer(self) -> torch.optim.Optimizer:
-        return self.optimizer.optimizer.optimizer  # MultiStep -> GradientStep -> torch.optim.Adam
+        """``optimizer``: Adam over the whole network; ``fused=True``: one kernel over all parameters (the same
+        update rule, fewer small ops)."""
+        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True)
 
     # ------------------------------------------------------------------ learning
 
@@ -65,7 +50,11 @@ class PPOAgent(OnPolicyAgent):
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
         update): keys as ``rollout_from_samples`` makes them, log_prob (and raw_action for Box
         actions). GAE advantages and returns under the current weights, then ``num_epochs`` epochs of shuffled
-        minibatch steps on the PPO loss. Returns the mean loss terms over the gradient steps."""
+        minibatch steps on the PPO loss. Returns the mean loss terms over the gradient steps.
+
+        With the device strategy's ``update_strategy`` (``device=replicas``, ``device.precision``) each minibatch
+        step runs through it; with ``normalize_advantage`` each replica then normalises its own shard's advantages
+        (as RLlib's multi-GPU towers do), so the update equals one replica's only without it."""
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         values, adv, ret = self.advantages(rollout)
         lr = self.set_learning_rate()
@@ -85,7 +74,16 @@ class PPOAgent(OnPolicyAgent):
                              "policy/entropy": t.entropy.detach(), "policy/clip_fraction": t.clip_fraction,
                              "policy/approx_kl": t.approx_kl}
 
-        info = self.optimizer.step(loss_fn, data)
+        steps = []
+        for _ in range(cfg.num_epochs):
+            for mb in minibatches(data, cfg.minibatch_size, self.generator):
+                if self.update_strategy is None:
+                    loss, step = loss_fn(mb)
+                    step.update(optimizer_step(self.optimizer, loss, cfg.max_grad_norm))
+                else:
+                    step = self.update_strategy.step(self.optimizer, loss_fn, mb, cfg.max_grad_norm)
+                steps.append(step)
+        info = mean_scalars(steps)
         self.env_steps += int(ret.numel())
         info["learn/lr"] = lr
         info["policy/clip_eps"] = clip_eps

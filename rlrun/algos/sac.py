@@ -13,6 +13,7 @@ them back, so replay and the Q-networks see normalised actions.
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import replace
 from typing import Any, Callable
@@ -27,7 +28,7 @@ from rlrun.algos.sac_config import SACConfig
 from rlrun.components.base import Component, api
 from rlrun.components.memories import ReplayMemory
 from rlrun.components.networks import MLP, FlattenObservation
-from rlrun.components.optimizers import GradientStep, Synchronization
+from rlrun.components.optimizers import Synchronization, optimizer_step
 from rlrun.components.squashed_gaussian import SquashedDiagGaussian, SquashedGaussianHead
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
@@ -194,14 +195,6 @@ class SACAgent(Component):
         self.target_critic = TwinQ(hidden, act, name="target_critic")
         self.temperature = Temperature(cfg.init_alpha, cfg.learn_alpha, cfg.target_entropy)
         self.memory = ReplayMemory(cfg.buffer_size, seed=seed)
-        # fused=True: one fused Adam kernel per optimizer instead of ~10 small ops per parameter tensor (the same
-        # update rule; DQN does the same).
-        self.actor_optimizer = GradientStep("adam", lr=cfg.actor_lr, max_grad_norm=cfg.max_grad_norm, fused=True,
-                                            name="actor_optimizer")
-        self.critic_optimizer = GradientStep("adam", lr=cfg.critic_lr, max_grad_norm=cfg.max_grad_norm, fused=True,
-                                             name="critic_optimizer")
-        self.alpha_optimizer = (GradientStep("adam", lr=cfg.alpha_lr, fused=True, name="alpha_optimizer")
-                                if cfg.learn_alpha else None)
         self.target_sync = Synchronization(every=1, tau=cfg.tau)
         # env steps observed: acting is uniform random until cfg.learning_starts (synced to remote workers)
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))
@@ -227,12 +220,27 @@ class SACAgent(Component):
         scalar = sp.Box(-np.inf, np.inf, (), np.float32)
         self.build_child(self.memory, records=sp.Dict({"obs": obs, "action": unit, "reward": scalar,
                                                        "next_obs": obs, "discount": scalar}))
-        self.actor_optimizer.attach(self.actor.parameters())
-        self.critic_optimizer.attach(self.critic.parameters())
+        # fused=True: one Adam kernel per optimizer instead of ~10 small ops per parameter tensor (the same update
+        # rule; DQN does the same)
+        cfg = self.cfg
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, fused=True)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr, fused=True)
+        self.alpha_optimizer = (torch.optim.Adam(self.temperature.parameters(), lr=cfg.alpha_lr, fused=True)
+                                if cfg.learn_alpha else None)
         self._critic_params = list(self.critic.parameters())
-        if self.alpha_optimizer is not None:
-            self.alpha_optimizer.attach(self.temperature.parameters())
         self.output_spaces["get_actions"] = actions
+
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        named = {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "alpha": self.alpha_optimizer}
+        return {k: v for k, v in named.items() if v is not None}
+
+    def get_extra_state(self) -> Any:
+        return {name: opt.state_dict() for name, opt in self._optimizers().items()}
+
+    def set_extra_state(self, state: Any) -> None:
+        # a deep copy: torch's Optimizer.load_state_dict would share another agent's live moment tensors
+        for name, opt in self._optimizers().items():
+            opt.load_state_dict(copy.deepcopy(state[name]))
 
     # ------------------------------------------------------------------ acting
 
@@ -298,26 +306,22 @@ class SACAgent(Component):
             target = sac_critic_target(batch["reward"].float(), batch["discount"].float(), next_q1, next_q2,
                                        logp_all[n:], alpha)
 
-        def critic_loss() -> tuple[torch.Tensor, dict]:
-            q1, q2 = self.critic(obs, batch["action"])
-            return sac_critic_loss(q1, q2, target), {"q/mean": 0.5 * (q1 + q2).detach().mean()}
-
-        info = self.critic_optimizer.step(critic_loss)
-
-        def actor_loss() -> tuple[torch.Tensor, dict]:
-            q1, q2 = self.critic(obs, a_pi)
-            return sac_actor_loss(logp_pi, q1, q2, alpha), {}
+        max_norm = self.cfg.max_grad_norm
+        q1, q2 = self.critic(obs, batch["action"])
+        critic_loss = optimizer_step(self.critic_optimizer, sac_critic_loss(q1, q2, target), max_norm)["loss"]
+        q_mean = 0.5 * (q1 + q2).detach().mean()
 
         _requires_grad(self._critic_params, False)  # the actor's step needs dQ/da, not the critic's weight gradients
         try:
-            actor_info = self.actor_optimizer.step(actor_loss)
+            q1, q2 = self.critic(obs, a_pi)
+            actor_loss = optimizer_step(self.actor_optimizer, sac_actor_loss(logp_pi, q1, q2, alpha), max_norm)["loss"]
         finally:
             _requires_grad(self._critic_params, True)
-        out = {"loss": info["loss"], "loss/critic": info["loss"], "loss/actor": actor_info["loss"],
-               "q/mean": info["q/mean"], "policy/alpha": alpha, "policy/entropy": -logp_pi.detach().mean()}
+        out = {"loss": critic_loss, "loss/critic": critic_loss, "loss/actor": actor_loss, "q/mean": q_mean,
+               "policy/alpha": alpha, "policy/entropy": -logp_pi.detach().mean()}
         if self.alpha_optimizer is not None:
-            out["loss/temperature"] = self.alpha_optimizer.step(
-                lambda: (self.temperature.loss(logp_pi.detach()), {}))["loss"]
+            out["loss/temperature"] = optimizer_step(self.alpha_optimizer,
+                                                     self.temperature.loss(logp_pi.detach()))["loss"]
         self.target_sync.step(self.critic, self.target_critic)
         return out
 

@@ -36,7 +36,7 @@ from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.components.actor_critic import ActorCritic
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
-from rlrun.components.optimizers import GradientStep, MultiStep
+from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
 from rlrun.errors import ConfigError
 from rlrun.ops import explained_variance, flatten_time
@@ -114,14 +114,14 @@ class TRPOAgent(OnPolicyAgent):
     actor-critic network, with separate actor and critic torsos); its update is one TRPO step of the actor and
     Adam epochs of the critic.
 
-    Sub-components: ``network`` (ActorCritic), ``policy_optimizer`` (the module ``algo.policy_update`` names,
+    Sub-components: ``network`` (ActorCritic) and ``policy_optimizer`` (the module ``algo.policy_update`` names,
     TRPOStep by default, over the actor's parameters: the actor torso, the policy layer and, for Box actions, the
-    log-std) and ``value_optimizer`` (MultiStep of Adam steps over the critic's: the critic torso and the value
-    layer).
+    log-std); ``value_optimizer`` is the critic's Adam (over the critic torso and the value layer).
     """
 
     def __init__(self, cfg: TRPOConfig, seed: int = 0, name: str = "trpo_agent") -> None:
         super().__init__(cfg, seed, name)
+        self.policy_optimizer = make_policy_update(cfg, seed)
 
     def _make_network(self, cfg: TRPOConfig) -> ActorCritic:
         """The actor-critic network with separate actor and critic torsos (never shared: a value step must not
@@ -131,16 +131,13 @@ class TRPOAgent(OnPolicyAgent):
                            normalize_obs=cfg.normalize_obs, obs_clip=cfg.obs_clip, name="network")
 
     def _make_optimizers(self, cfg: TRPOConfig, seed: int) -> None:
-        """Two optimizers, not one: ``policy_optimizer`` (the actor's step: ``algo.policy_update``, TRPO's by
-        default) and ``value_optimizer`` (epochs of Adam minibatch steps of the critic)."""
-        self.policy_optimizer = make_policy_update(cfg, seed)
-        adam = GradientStep("adam", lr=cfg.lr, eps=cfg.adam_eps, name="value_adam")
-        self.value_optimizer = MultiStep(adam, cfg.vf_epochs, cfg.vf_minibatch_size, seed=seed,
-                                         name="value_optimizer")
+        """``value_optimizer``: the critic's Adam, for its epochs of minibatch steps (the actor's step is the module
+        ``policy_optimizer``)."""
+        self.value_optimizer = torch.optim.Adam(self.critic_parameters(), lr=cfg.lr, eps=cfg.adam_eps)
 
     def torch_optimizer(self) -> torch.optim.Optimizer:
         """The value function's Adam (the one with a learning rate; OnPolicyAgent.set_learning_rate sets it)."""
-        return self.value_optimizer.optimizer.optimizer  # MultiStep -> GradientStep -> torch.optim.Adam
+        return self.value_optimizer
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         if not isinstance(actions, (sp.Discrete, sp.Box)):
@@ -156,7 +153,7 @@ class TRPOAgent(OnPolicyAgent):
             raise RuntimeError(f"{self.name}: the actor's and the critic's parameters must split the network's "
                                f"exactly (a value step must not move the policy)")
         self.policy_optimizer.attach(actor)
-        self.value_optimizer.attach(critic)
+        self._make_optimizers(self.cfg, self.seed)
         if self.continuous:  # samples are clipped to the bounds for the env; the learner uses the raw sample
             self.register_buffer("action_low", torch.as_tensor(actions.low, dtype=torch.float32))
             self.register_buffer("action_high", torch.as_tensor(actions.high, dtype=torch.float32))
@@ -230,10 +227,12 @@ class TRPOAgent(OnPolicyAgent):
                 step["loss_after"] = surrogate_of(rows)[0]
                 step["kl"] = kl_fn()
 
-        def value_loss_fn(mb: dict[str, Any]) -> tuple[torch.Tensor, dict]:
-            return value_loss(self.network.get_value(mb["obs"]), mb["returns"]), {}
-
-        fit = self.value_optimizer.step(value_loss_fn, {"obs": obs, "returns": ret})
+        fits = []
+        for _ in range(cfg.vf_epochs):
+            for mb in minibatches({"obs": obs, "returns": ret}, cfg.vf_minibatch_size, self.generator):
+                fits.append(optimizer_step(self.value_optimizer,
+                                           value_loss(self.network.get_value(mb["obs"]), mb["returns"])))
+        fit = mean_scalars(fits)
         self.env_steps += int(ret.numel())
         info = {
             "loss/policy": float(step["loss"]),

@@ -11,7 +11,10 @@
   ``q_head.x expects Box(512,) float32 from torso.forward but got Box(256,) float32``.
 - ``trace()`` records, while active, every API call (caller, callee, method, argument shapes); the graph of a
   built component (``rlrun.components.graph``) is printed from the build edges and such a trace, and a call
-  that skips a level of the tree is reported as a boundary violation.
+  that skips a level of the tree is reported as a boundary violation. A function handed to an API method (the
+  ``loss_fn`` an optimizer module calls) is its giver's code: the calls it makes are the giver's.
+- A component is an ``nn.Module`` called as one: ``component(x)`` goes through ``nn.Module.__call__`` to
+  ``forward`` (hooks, ``torch.jit.trace`` and profilers see it), and its layers are plain ``nn`` layers.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from typing import Any, Callable, ClassVar, Iterator
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _torch_module
 
 from rlrun import spaces as sp
 
@@ -65,7 +67,7 @@ class _Trace:
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.violations: list[str] = []
-        self.stack: list[Component] = []
+        self.stack: list[Component | None] = []  # the component whose code runs now (None: the user's)
 
 
 _TRACE: _Trace | None = None
@@ -73,13 +75,20 @@ _TRACE: _Trace | None = None
 
 @contextlib.contextmanager
 def trace() -> Iterator[_Trace]:
-    """Record every API call made inside the block."""
+    """Record every API call made inside the block.
+
+    Tracing is installed on demand: while the outermost trace is active every API method of every component class
+    is replaced by a recording wrapper, and the plain methods are put back when it ends, so untraced calls run the
+    methods as written, with no wrapper frame."""
     global _TRACE
     previous, _TRACE = _TRACE, _Trace()
+    installed = _install_recorders() if previous is None else []
     try:
         yield _TRACE
     finally:
         _TRACE = previous
+        for cls, name, method in reversed(installed):
+            setattr(cls, name, method)
 
 
 def _describe_arg(a: Any) -> str:
@@ -93,10 +102,37 @@ def _describe_arg(a: Any) -> str:
 
 
 def api(fn: Callable) -> Callable:
-    """Declare ``fn`` an API method of its component."""
+    """Declare ``fn`` an API method of its component (it is recorded while a :func:`trace` is active)."""
+    fn._rlrun_api = True  # type: ignore[attr-defined]
+    return fn
+
+
+def _component_classes() -> list[type]:
+    out, todo = [], [Component]
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def _install_recorders() -> list[tuple[type, str, Callable]]:
+    """Wrap every API method defined by a component class in a recorder; returns what to put back."""
+    installed = []
+    for cls in _component_classes():
+        for name, method in list(vars(cls).items()):
+            if callable(method) and getattr(method, "_rlrun_api", False):
+                installed.append((cls, name, method))
+                setattr(cls, name, _recorded(method))
+    return installed
+
+
+def _recorded(fn: Callable) -> Callable:
+    """``fn`` recording each call in the active trace: who called whom (a boundary violation when the callee is
+    neither the caller itself nor one of its direct sub-components), with the arguments' shapes."""
 
     @functools.wraps(fn)
-    def wrapper(self: "Component", *args: Any, **kwargs: Any) -> Any:
+    def recorder(self: "Component", *args: Any, **kwargs: Any) -> Any:
         t = _TRACE
         if t is None:
             return fn(self, *args, **kwargs)
@@ -106,29 +142,35 @@ def api(fn: Callable) -> Callable:
                                 f"sub-component's API")
         t.calls.append(Call(caller.name if caller else "<user>", self.name, fn.__name__,
                             [_describe_arg(a) for a in args] + [f"{k}={_describe_arg(v)}" for k, v in kwargs.items()]))
+        args = tuple(_callers_code(a, caller) for a in args)
+        kwargs = {k: _callers_code(v, caller) for k, v in kwargs.items()}
         t.stack.append(self)
         try:
             return fn(self, *args, **kwargs)
         finally:
             t.stack.pop()
 
-    wrapper._rlrun_api = True  # type: ignore[attr-defined]
-    return wrapper
+    return recorder
 
 
-def module_hooked(m: nn.Module) -> bool:
-    """Whether a hook is registered on this module itself."""
-    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
+def _callers_code(value: Any, caller: "Component | None") -> Any:
+    """A function handed to an API method (an optimizer module's ``loss_fn``) belongs to whoever handed it over:
+    the API calls it makes are recorded as that caller's, not as the callee's."""
+    if not callable(value) or isinstance(value, (nn.Module, type)):
+        return value
 
+    @functools.wraps(value)
+    def as_caller(*args: Any, **kwargs: Any) -> Any:
+        t = _TRACE
+        if t is None:
+            return value(*args, **kwargs)
+        t.stack.append(caller)
+        try:
+            return value(*args, **kwargs)
+        finally:
+            t.stack.pop()
 
-def module_call_path_needed(m: nn.Module) -> bool:
-    """Whether calling ``m`` must take nn.Module's own call path: a hook on it, a global module hook
-    (``torch.nn.modules.module.register_module_forward_hook`` and its kin), or a tracer recording (``torch.jit.trace``,
-    TensorBoard's ``add_graph``). Elsewhere rlrun skips that path (``Component.__call__``,
-    :mod:`rlrun.components.layer_calls`)."""
-    g = _torch_module
-    return bool(module_hooked(m) or g._global_forward_hooks or g._global_forward_pre_hooks
-                or g._global_backward_hooks or g._global_backward_pre_hooks or torch._C._get_tracing_state())
+    return as_caller
 
 
 def _snake(name: str) -> str:
@@ -139,6 +181,10 @@ def _snake(name: str) -> str:
 class Component(nn.Module):
     """Base of every rlrun component. Subclasses implement ``_build(**input_spaces)`` and ``@api`` methods.
 
+    A component is an ``nn.Module`` and is used as one: ``component(x)`` runs ``nn.Module.__call__`` (its hooks,
+    then ``forward``), sub-components and layers are attributes, and parameters and buffers are registered as
+    usual. ``@api`` only marks a method; :func:`trace` records the marked methods while it is active.
+
     Capabilities an algorithm's root component (its agent) declares, read by rlrun instead of probed:
     ``learns_from`` (how an application's own loop feeds it, rlrun.make_agent: ``"observe"``: transitions given to
     ``observe()``; ``"rollouts"``: time-major steps given to ``update()``; None: only its plan can train it, e.g.
@@ -146,11 +192,6 @@ class Component(nn.Module):
     device strategies ``device=replicas`` and ``device.precision=bf16`` apply to it) and ``autocasts_updates`` (its
     update's loss runs under the autocast set as ``self.update_autocast``: ``device.precision=bf16`` applies, not
     replicas, e.g. where the loss runs over whole unrolls).
-
-    Methods that run at every acting step (``get_actions`` and the forwards under it) read their sub-components as
-    ``self._modules[name]`` and buffers as ``self._buffers[name]``: ``self.<name>`` goes through nn.Module's
-    ``__getattr__`` after a failed normal lookup, ~0.3-0.5 us a name, which between env steps cost CartPole acting 7%
-    (docs/results/performance.md, "Acting on cheap envs").
     """
 
     learns_from: ClassVar[str | None] = None
@@ -229,14 +270,6 @@ class Component(nn.Module):
         if floating is not None and sp.dtype(space).is_floating_point != floating:
             kind = "floating-point" if floating else "integer"
             raise ComponentBuildError(f"{self.name}.{key} expects a {kind} space but got {sp.describe(space)}")
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """``forward`` directly when nothing hooks this module (nn.Module's call path costs ~1-2 us per call,
-        which is a tenth of a small MLP's forward at batch 1); the full path when hooks are registered or a
-        tracer (torch.jit.trace, TensorBoard's add_graph) is recording."""
-        if module_call_path_needed(self):
-            return super().__call__(*args, **kwargs)
-        return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------------ structure
 

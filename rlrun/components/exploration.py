@@ -51,9 +51,9 @@ class EpsilonGreedy(Component):
     def epsilon(self) -> float:
         """epsilon at the step counter. Called at every acting step: kept until the counter's tensor changes, which
         its version counter tells (``advance``, a weight sync's ``copy_`` and a checkpoint load all write it in
-        place; a move to another device replaces it), without ``int()`` of a tensor and the module attribute lookup
-        (~1 us a call). A write through ``timestep.data`` bypasses the version counter: call ``advance`` instead."""
-        t = self._buffers["timestep"]
+        place; a move to another device replaces it), without ``int()`` of a tensor. A write through
+        ``timestep.data`` bypasses the version counter: call ``advance`` instead."""
+        t = self.timestep
         cached = self.__dict__.get("_epsilon_at")
         if cached is not None and cached[0] is t and cached[1] == t._version:
             return cached[2]

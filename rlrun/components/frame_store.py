@@ -153,7 +153,7 @@ class FrameStore(Component):
         serials = self.put(np.concatenate(parts) if len(parts) > 1 else parts[0])
         slots = torch.as_tensor(slots, dtype=torch.int64).cpu()
         for i, key in enumerate(self.keys):
-            self._buffers[self._ids(key)][slots] = serials[i * n:(i + 1) * n]
+            getattr(self, self._ids(key))[slots] = serials[i * n:(i + 1) * n]
         mins = serials.reshape(len(self.keys), n, -1).amin(dim=(0, 2))
         self.min_serial[slots] = mins
         self.min_live.fill_(min(int(self.min_live), int(mins.min())) if n else int(self.min_live))
@@ -162,7 +162,7 @@ class FrameStore(Component):
     def read(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
         """The stacks of the records in ``slots`` ``[N]``, one ``[N, S, H, W]`` per key (host memory)."""
         slots = torch.as_tensor(slots, dtype=torch.int64).cpu()
-        return {key: self.get(self._buffers[self._ids(key)].index_select(0, slots)) for key in self.keys}
+        return {key: self.get(getattr(self, self._ids(key)).index_select(0, slots)) for key in self.keys}
 
     @api
     def valid(self, slots: torch.Tensor) -> torch.Tensor:
@@ -219,7 +219,8 @@ class FrameStore(Component):
     # ------------------------------------------------------------------ state
 
     def _ring_buffers(self) -> dict[str, torch.Tensor]:
-        return {"frames": self._buffers["frames"]} if "frames" in self._buffers else {}  # {} before the build
+        frames = getattr(self, "frames", None)
+        return {} if frames is None else {"frames": frames}  # {} before the build
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)

@@ -7,8 +7,18 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.components import layer_calls
 from rlrun.components.base import Component, api
+
+
+def in_float32(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)`` for a network's output layer: in float32 when ``x`` comes from a torso run in a lower precision
+    (``device.precision=bf16``: the update under ``torch.autocast``), on the features upcast and with autocast off, so
+    the action values, logits and log-probabilities an update compares with its behaviour policy's are not rounded
+    to bfloat16 (~3 significant digits), which the CPU's autocast would otherwise keep through ``log_softmax``."""
+    if x.dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast(x.device.type, enabled=False):
+            return layer(x.float())
+    return layer(x)
 
 
 class QHead(Component):
@@ -25,7 +35,7 @@ class QHead(Component):
 
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_calls.apply_output(self._modules["linear"], x)  # per-step: Component's docstring
+        return in_float32(self.linear, x)
 
 
 def dueling_q(value: torch.Tensor, advantages: torch.Tensor, aggregation: str = "mean") -> torch.Tensor:
@@ -74,9 +84,8 @@ class DuelingQHead(Component):
 
     @api
     def get_q(self, x: torch.Tensor) -> torch.Tensor:
-        m = self._modules
-        value = layer_calls.apply_output(m["value"], x).squeeze(-1)
-        return dueling_q(value, layer_calls.apply_output(m["advantage"], x), self.aggregation)
+        value = in_float32(self.value, x).squeeze(-1)
+        return dueling_q(value, in_float32(self.advantage, x), self.aggregation)
 
 
 class PolicyValueHead(Component):
@@ -128,7 +137,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_policy(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        out = layer_calls.apply_output(self._modules["policy"], x)
+        out = in_float32(self.policy, x)
         if not self.continuous:
             return out
         mean = out.reshape(*out.shape[:-1], *self.action_shape)
@@ -136,7 +145,7 @@ class PolicyValueHead(Component):
 
     @api
     def get_value(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_calls.apply_output(self._modules["value"], x).squeeze(-1)
+        return in_float32(self.value, x).squeeze(-1)
 
     @api
     def forward(self, x: torch.Tensor) -> tuple:

@@ -70,7 +70,7 @@ class ReplayMemory(Component):
         for key, value in flat.items():
             if key not in self._names:
                 continue
-            buf = self._buffers[self._names[key]]
+            buf = getattr(self, self._names[key])
             value = torch.as_tensor(value).to(device=buf.device, dtype=buf.dtype)
             buf[start:start + first] = value[:first]
             if first < n_write:
@@ -94,8 +94,7 @@ class ReplayMemory(Component):
                 raise RuntimeError(f"{self.name}: almost no record still has all its frames; raise "
                                    f"frames_per_record (now {self.frames_per_record})")
         idx = idx.to(self.index.device)
-        buffers = self._buffers  # direct dict access: nn.Module.__getattr__ costs ~1 us per lookup
-        out = {key: buffers[name].index_select(0, idx) for key, name in self._names.items()}
+        out = {key: getattr(self, name).index_select(0, idx) for key, name in self._names.items()}
         if self.frames is not None:
             out.update({k: v.to(idx.device) for k, v in self.frames.read(idx).items()})
         return sp.unflatten(self.input_spaces["records"], out)
@@ -116,7 +115,7 @@ class ReplayMemory(Component):
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
         if self.built:
-            load_filled(state_dict, prefix, {name: self._buffers[name] for name in self._names.values()})
+            load_filled(state_dict, prefix, {name: getattr(self, name) for name in self._names.values()})
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def get_extra_state(self) -> Any:

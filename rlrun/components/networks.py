@@ -18,7 +18,6 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.components import layer_calls
 from rlrun.components.base import Component, ComponentBuildError, api
 from rlrun.errors import ConfigError
 from rlrun.registry import RegistryError, registry
@@ -92,8 +91,7 @@ class MLP(Component):
 
     @api
     def forward(self, obs) -> torch.Tensor:  # noqa: ANN001
-        m = self._modules  # per-step: Component's docstring
-        return layer_calls.apply(m["layers"], m["flatten"](obs))
+        return self.layers(self.flatten(obs))
 
 
 # ---------------------------------------------------------------------------------------------- image torsos

@@ -217,7 +217,7 @@ class PrioritizedReplayMemory(Component):
     def _record_buffers(self) -> dict[str, torch.Tensor]:
         if not self.built:
             return {}
-        return {self._buf(k): self._buffers[self._buf(k)] for k in self._leaves if k not in self._framed}
+        return {self._buf(k): getattr(self, self._buf(k)) for k in self._leaves if k not in self._framed}
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         """The state as written: the record buffers only up to ``count`` until the ring is full (save_filled);

@@ -1,10 +1,10 @@
-"""The Q-network of DQN and Ape-X, and the (double) DQN gradient step both learners take.
+"""The Q-network of DQN and Ape-X, and the (double) DQN loss both learners minimise.
 
 - ``QNetwork``: obs -> torso -> Q head, plain (one linear layer) or dueling, Q = V + A - mean(A) (Wang et al.
   2016, "Dueling Network Architectures for Deep Reinforcement Learning", Eq. 9).
-- ``q_gradient_step``: one gradient step of the DQN loss (:class:`~rlrun.components.losses.DQNLoss`) on a replay
-  batch, the bootstrap from the target network (Mnih et al. 2015) with the action selected by the online one for
-  double DQN (van Hasselt et al. 2016, Eq. 4).
+- ``q_loss``: the DQN loss (:class:`~rlrun.components.losses.DQNLoss`) on a replay batch, the bootstrap from the
+  target network (Mnih et al. 2015) with the action selected by the online one for double DQN (van Hasselt et al.
+  2016, Eq. 4).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rlrun.components.losses import DQNLoss
 from rlrun.components.networks import make_torso
 from rlrun.ops.action_mask import apply_action_mask
 
-__all__ = ["QNetwork", "q_gradient_step"]
+__all__ = ["QNetwork", "q_loss"]
 
 
 class QNetwork(Component):
@@ -44,32 +44,22 @@ class QNetwork(Component):
     def forward(self, obs: Any) -> torch.Tensor:
         """Q-values ``[B, n]``; a Dict observation's ``action_mask`` sets illegal actions' to a large negative
         value (never greedy, never the bootstrap's max: :func:`rlrun.ops.apply_action_mask`)."""
-        m = self._modules  # per-step: Component's docstring
-        return apply_action_mask(m["head"].get_q(m["torso"](obs)), obs)
+        return apply_action_mask(self.head.get_q(self.torso(obs)), obs)
 
 
-def q_gradient_step(q: QNetwork, target_q: QNetwork, loss: DQNLoss, optimizer: Component, batch: dict,
-                    weights: torch.Tensor | None = None, update_strategy: Any = None) -> dict:
-    """One gradient step of ``loss`` on ``batch`` (obs, action, reward, discount, next_obs) with importance
-    ``weights`` (or None), moving ``q``'s parameters by ``optimizer`` (a ``GradientStep`` attached to them).
+def q_loss(q: QNetwork, target_q: QNetwork, loss: DQNLoss, data: tuple[dict, torch.Tensor | None]
+           ) -> tuple[torch.Tensor, dict]:
+    """``(loss, {"td_error": per item})`` of ``loss`` on a replay batch ``data = (batch, weights)``: ``batch`` with
+    obs, action, reward, discount, next_obs; ``weights`` the importance weights ``[B]`` or None.
 
     The bootstrap values come from ``target_q`` (no gradient); with ``loss.double_q`` the bootstrap action is
-    selected by ``q`` at ``next_obs`` (double DQN), else by ``target_q``. With an ``update_strategy`` (the device
-    strategy's ``ReplicatedUpdate``: device=replicas, device.precision) the same loss goes through it, split or
-    autocast. Call it from the owning agent's API method (the networks, loss and optimizer are its
-    sub-components). DQN's and Ape-X's learner step; returns the optimizer's info with ``loss`` and the per-item
-    ``td_error`` (the new priorities)."""
-
-    def loss_fn(data: tuple[dict, torch.Tensor | None]) -> tuple[torch.Tensor, dict]:
-        batch, weights = data
-        q_values = q(batch["obs"])
-        with torch.no_grad():
-            q_next_target = target_q(batch["next_obs"])
-            q_next_online = q(batch["next_obs"]) if loss.double_q else None
-        total, td = loss.loss(q_values, batch["action"], batch["reward"], batch["discount"], q_next_target,
-                              q_next_online, weights)
-        return total, {"td_error": td}
-
-    if update_strategy is None:
-        return optimizer.step(lambda: loss_fn((batch, weights)))
-    return update_strategy.step(optimizer, loss_fn, (batch, weights))
+    selected by ``q`` at ``next_obs`` (double DQN), else by ``target_q``. Call it from the owning agent's API method
+    (the networks and the loss are its sub-components). DQN's and Ape-X's learner loss."""
+    batch, weights = data
+    q_values = q(batch["obs"])
+    with torch.no_grad():
+        q_next_target = target_q(batch["next_obs"])
+        q_next_online = q(batch["next_obs"]) if loss.double_q else None
+    total, td = loss.loss(q_values, batch["action"], batch["reward"], batch["discount"], q_next_target,
+                          q_next_online, weights)
+    return total, {"td_error": td}

@@ -15,7 +15,7 @@ Components know their placement (``component.placement``), which the component g
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import torch
 
@@ -44,12 +44,16 @@ def move(value: Any, device: torch.device) -> Any:
 class _Placed:
     """An API method of a placed component: moves its tensor arguments to the component's device, then calls."""
 
-    def __init__(self, fn: Callable[..., Any], device: torch.device) -> None:
-        self.fn, self.device = fn, device
-        functools.update_wrapper(self, fn)  # name, docstring, signature (__wrapped__) and the API mark
+    def __init__(self, component: Component, name: str, device: torch.device) -> None:
+        self.component, self.name, self.device = component, name, device
+        # name, docstring, signature (__wrapped__) and the API mark
+        functools.update_wrapper(self, getattr(type(component), name))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*move(args, self.device), **move(kwargs, self.device))
+        # the class's method looked up at each call, so that an API trace's recorder (installed on the class for
+        # the trace's block) sees the call
+        method = getattr(type(self.component), self.name)
+        return method(self.component, *move(args, self.device), **move(kwargs, self.device))
 
 
 def component_paths(root: Component) -> dict[str, Component]:
@@ -106,7 +110,7 @@ def apply_device_map(root: Component, mapping: Mapping[str, Any],
             c.to(device)  # its sub-components too; mapped ones below are moved again on their turn
         c.__dict__["placement"] = device
         for name in type(c).api_methods():
-            c.__dict__[name] = _Placed(getattr(type(c), name).__get__(c), device)
+            c.__dict__[name] = _Placed(c, name, device)
         placement[path] = device
         for child in c._sub_components():
             place(child, f"{path}.{child.name}" if c is not root else child.name, device)

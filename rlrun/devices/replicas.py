@@ -49,7 +49,7 @@ def _rows(value: Any) -> int:
 
 
 class ReplicatedUpdate:
-    """One optimizer step of a ``GradientStep`` over ``num_replicas`` shards of a batch, optionally under autocast."""
+    """One step of a ``torch.optim`` optimizer over ``num_replicas`` shards of a batch, optionally under autocast."""
 
     def __init__(self, num_replicas: int = 1, autocast_dtype: torch.dtype | None = None,
                  device_type: str = "cpu") -> None:
@@ -64,13 +64,12 @@ class ReplicatedUpdate:
             return contextlib.nullcontext()
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
 
-    def step(self, gradient_step: Any, loss_fn: Callable[[Any], tuple[torch.Tensor, dict]], batch: Any) -> dict:
+    def step(self, optimizer: torch.optim.Optimizer, loss_fn: Callable[[Any], tuple[torch.Tensor, dict]], batch: Any,
+             max_grad_norm: float | None = None) -> dict:
         """``loss_fn(shard) -> (mean loss, info)``; returns the merged info: ``"loss"`` (the size-weighted mean of
         the shard losses = the full-batch loss), per-item tensors concatenated in batch order, scalars averaged
-        by shard size, and ``"grad_norm"`` when ``gradient_step.max_grad_norm`` is set (as ``GradientStep.step``)."""
-        optimizer = gradient_step.optimizer
-        if optimizer is None:
-            raise RuntimeError(f"{gradient_step.name}: attach() the parameters before an update")
+        by shard size, and ``"grad_norm"`` (the norm before clipping) when ``max_grad_norm`` is set (as
+        ``rlrun.components.optimizers.optimizer_step``)."""
         params = [p for group in optimizer.param_groups for p in group["params"]]
         total = _rows(batch)
         if total < self.num_replicas:
@@ -87,8 +86,8 @@ class ReplicatedUpdate:
             loss_sum = part if loss_sum is None else loss_sum + part
             infos.append((weight, info))
         merged = _merge(infos)
-        if gradient_step.max_grad_norm is not None:
-            merged["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, gradient_step.max_grad_norm)
+        if max_grad_norm is not None:
+            merged["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
         optimizer.step()
         merged["loss"] = loss_sum
         return merged

@@ -59,7 +59,7 @@ def test_update_runs_the_configured_epochs():
     agent = tiny_agent(APPOAgent, replace(TINY, num_epochs=3))
     info = agent.update(tiny_rollout())
     assert info["gradient_steps"] == 3 and int(agent.updates) == 1
-    states = agent.torch_optimizer().state_dict()["state"].values()
+    states = agent.optimizer.state_dict()["state"].values()
     assert {int(s["step"]) for s in states} == {3}
     one = tiny_agent(APPOAgent, TINY).update(tiny_rollout())
     assert float(one["loss"]) == pytest.approx(0.125 + 0.5 * 0.078125 - 0.01 * ENTROPY, abs=1e-6)

@@ -171,7 +171,8 @@ def test_minibatch_epochs_take_the_configured_gradient_steps(epochs, minibatch):
     test = ComponentTest(agent, {"obs": CARTPOLE_OBS, "actions": sp.Discrete(2)})
     info = test.call("update", batch=_random_rollout(agent, T=16, B=4), check_output=False)
     assert info["gradient_steps"] == epochs * math.ceil(64 / minibatch)
-    assert {c.callee for c in test.calls} >= {"ppo_agent", "network", "multi_step", "optimizer"}
+    assert {c.callee for c in test.calls} >= {"ppo_agent", "network"}
+    assert {int(s["step"]) for s in agent.optimizer.state.values()} == {epochs * math.ceil(64 / minibatch)}
 
 
 def _random_steps(agent: PPOAgent, T: int, B: int, seed: int = 0) -> dict[str, torch.Tensor]:

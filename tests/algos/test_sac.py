@@ -197,8 +197,10 @@ def test_update_steps_every_part_and_polyak_averages_the_target():
     critic1 = params_of(agent.critic)
     for k, v in params_of(agent.target_critic).items():
         torch.testing.assert_close(v, 0.75 * target0[k] + 0.25 * critic1[k])
-    assert {"actor", "critic", "target_critic", "temperature", "memory", "actor_optimizer", "critic_optimizer",
-            "alpha_optimizer", "target_sync"} <= {c.callee for c in test.calls}
+    assert {"actor", "critic", "target_critic", "temperature", "memory", "target_sync"} <= {
+        c.callee for c in test.calls}
+    for optimizer in (agent.actor_optimizer, agent.critic_optimizer, agent.alpha_optimizer):  # one Adam step each
+        assert {int(s["step"]) for s in optimizer.state.values()} == {1}
     # the critic's parameters are trainable again after the actor's step (frozen only during it)
     assert all(p.requires_grad for p in agent.critic.parameters())
 

@@ -135,3 +135,69 @@ def test_sample_spaces_are_sampled_but_not_built_from() -> None:
     test = ComponentTest(Gate("gate"), {"x": OBS}, sample_spaces={"mask": sp.Box(0, 1, (4,), np.float32)})
     assert set(test.component.input_spaces) == {"x"}
     assert test.call("apply").shape == (4, 4)
+
+
+def test_components_are_called_through_nn_module_call() -> None:
+    """A component and its layers run nn.Module's call path: hooks on either (and global module hooks) see every
+    call, and torch.jit.trace records the layers' calls."""
+    chain = Chain().build(obs=OBS)
+    x = torch.randn(2, 4)
+    seen: list[str] = []
+    handles = [chain.register_forward_hook(lambda m, i, o: seen.append("chain")),
+               chain.torso.layers[0].register_forward_pre_hook(lambda m, i: seen.append("linear"))]
+    out = chain(x)
+    for h in handles:
+        h.remove()
+    assert seen == ["linear", "chain"] and torch.equal(out, chain(x))
+    handle = nn.modules.module.register_module_forward_hook(lambda m, i, o: seen.append(type(m).__name__))
+    try:
+        chain.torso(x)
+    finally:
+        handle.remove()
+    assert seen[2:] == ["FlattenObservation", "Linear", "ReLU", "Sequential", "MLP"]
+    traced = torch.jit.trace(chain.torso, x)
+    assert torch.allclose(traced(x), chain.torso(x))
+    assert sum(1 for n in traced.graph.nodes() if n.kind() == "prim::CallMethod") >= 2
+
+
+def test_api_methods_are_plain_outside_a_trace() -> None:
+    """Tracing is installed for the block only: outside it an API method is the function as written (no recording
+    wrapper), inside it records, and afterwards it is the plain function again."""
+    plain = Chain.__dict__["forward"]
+    chain = Chain().build(obs=OBS)
+    with trace() as t:
+        assert Chain.__dict__["forward"] is not plain
+        chain(torch.zeros(1, 4))
+    assert Chain.__dict__["forward"] is plain and Scale.__dict__["apply"].__name__ == "apply"
+    assert [c.callee for c in t.calls] == ["chain", "torso", "flatten", "scale"]
+
+
+class Driver(Component):
+    """Calls a function it is handed, and (wrongly) an outside component it keeps a plain reference to."""
+
+    def __init__(self, outside: Component) -> None:
+        super().__init__("driver")
+        self.__dict__["outside"] = outside  # not a sub-component
+
+    @api
+    def run(self, fn) -> torch.Tensor:  # noqa: ANN001
+        return fn()
+
+    @api
+    def reach_out(self, x: torch.Tensor) -> torch.Tensor:
+        return self.outside(x)
+
+
+def test_a_handed_function_runs_as_its_givers_code_but_a_kept_reference_does_not() -> None:
+    """A loss callable handed to an optimizer-like module calls components as the code that made it (here the
+    user), so no violation; the same call made by the module's own code is one."""
+    mlp = MLP([4], name="mlp").build(obs=OBS)
+    driver = Driver(mlp)
+    x = torch.zeros(2, 4)
+    with trace() as t:
+        driver.run(lambda: mlp(x))
+    assert not t.violations
+    assert [(c.caller, c.callee) for c in t.calls][:2] == [("<user>", "driver"), ("<user>", "mlp")]
+    with trace() as t:
+        driver.reach_out(x)
+    assert t.violations == ["driver called mlp.forward, which is not its own sub-component's API"]

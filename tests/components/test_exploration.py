@@ -87,10 +87,10 @@ def test_epsilon_follows_every_way_the_step_counter_changes():
     assert exploration.epsilon() == pytest.approx(0.5)
     exploration.load_state_dict({"timestep": torch.tensor(9)})
     assert exploration.epsilon() == pytest.approx(0.1)
-    exploration._buffers["timestep"] = torch.tensor(3)  # what a move to another device does
+    exploration.timestep = torch.tensor(3)  # what a move to another device does
     assert exploration.epsilon() == pytest.approx(0.7)
     with torch.inference_mode():
-        exploration._buffers["timestep"] = torch.tensor(6)
+        exploration.timestep = torch.tensor(6)
     assert exploration.epsilon() == pytest.approx(0.4)
-    exploration._buffers["timestep"] = torch.tensor(1)
+    exploration.timestep = torch.tensor(1)
     assert exploration.epsilon() == pytest.approx(0.9)

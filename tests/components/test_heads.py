@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import assert_all_grads, n_params
+from torch import nn
 from torch.testing import assert_close
 
 from rlrun import spaces as sp
@@ -165,3 +166,27 @@ def test_heads_reject_continuous_or_integer_actions_where_unsupported():
         DuelingQHead().build(x=X, actions=box)
     with pytest.raises(ComponentBuildError, match=r"policy_value_head\.actions expects a floating-point"):
         PolicyValueHead().build(x=X, actions=sp.Box(0, 3, (2,), np.int64))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_heads_run_in_float32_on_features_from_an_autocast_torso(dtype: torch.dtype) -> None:
+    """Under autocast (device.precision=bf16) a torso's features come out in the lower precision; the heads run
+    their layers in float32 on them upcast, so action values and logits are not rounded (on the CPU autocast keeps
+    log_softmax in bfloat16); features in float32 go through unchanged."""
+    q = QHead()
+    q.build(x=sp.Box(-1.0, 1.0, (8,), "float32"), actions=sp.Discrete(3))
+    pv = PolicyValueHead()
+    pv.build(x=sp.Box(-1.0, 1.0, (8,), "float32"), actions=sp.Discrete(3))
+    x = torch.randn(5, 8)
+    low = x.to(dtype)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        q_out, logits, value = q.get_q(low), pv.get_policy(low), pv.get_value(low)
+        rounded = nn.functional.linear(low, q.linear.weight, q.linear.bias)  # what the layer gives under autocast
+        plain = q.get_q(x)
+    assert rounded.dtype == torch.bfloat16 and plain.dtype == torch.bfloat16  # fp32 features: autocast as before
+    assert q_out.dtype == logits.dtype == value.dtype == torch.float32
+    exact = low.float()
+    assert torch.equal(q_out, nn.functional.linear(exact, q.linear.weight, q.linear.bias))
+    assert torch.equal(logits, nn.functional.linear(exact, pv.policy.weight, pv.policy.bias))
+    assert torch.equal(value, nn.functional.linear(exact, pv.value.weight, pv.value.bias).squeeze(-1))
+    assert not torch.equal(rounded.float(), q_out)  # bf16 rounding would have been visible

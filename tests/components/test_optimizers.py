@@ -26,6 +26,8 @@ from rlrun.components.optimizers import (
     centered_ranks,
     conjugate_gradient,
     fisher_vector_product,
+    minibatches,
+    optimizer_step,
 )
 from rlrun.components.testing import ComponentTest
 
@@ -56,31 +58,33 @@ def test_gradient_step_hand_worked(max_grad_norm, w_after):
         assert_close(info["grad_norm"], torch.tensor(2.0))
 
 
-@pytest.mark.parametrize("max_grad_norm", [None, 0.5])
-def test_gradient_step_apply_equals_step(max_grad_norm):
-    """Applying the gradient autograd computes for a loss (an A3C worker's) gives exactly the parameters and Adam
-    moments of step() on that loss; hand-worked SGD: grad 2 at w = 1, lr 0.1 -> 0.8 (clipped to 0.5 -> 0.95)."""
-    torch.manual_seed(0)
-    a, b = nn.Linear(3, 2), nn.Linear(3, 2)
-    b.load_state_dict(a.state_dict())
-    opt_a = GradientStep("adam", lr=0.1, max_grad_norm=max_grad_norm).attach(a.parameters())
-    opt_b = GradientStep("adam", lr=0.1, max_grad_norm=max_grad_norm).attach(b.parameters())
-    x = torch.randn(5, 3)
-    for _ in range(3):
-        info_a = opt_a.step(lambda: (a(x).pow(2).mean(), {}))
-        grads = torch.autograd.grad(b(x).pow(2).mean(), list(b.parameters()))
-        info_b = ComponentTest(opt_b).call("apply", list(grads))
-        for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
-            assert torch.equal(pa, pb) and pb.grad is None
-        if max_grad_norm is not None:
-            assert torch.equal(info_a["grad_norm"], info_b["grad_norm"])
+@pytest.mark.parametrize("max_grad_norm, w_after", [(None, 0.8), (0.5, 0.95)])
+def test_optimizer_step_hand_worked(max_grad_norm, w_after):
+    """optimizer_step on a plain torch.optim.SGD (what an agent holding its optimizer takes): lr 0.1, loss = w^2 at
+    w = 1, grad 2: w <- 0.8, or with max_grad_norm 0.5 the gradient scaled to 0.5, w <- 0.95 and "grad_norm" 2
+    (before clipping). A stale gradient from before is dropped, not added."""
     w = nn.Parameter(torch.tensor([1.0]))
-    GradientStep("sgd", lr=0.1, max_grad_norm=max_grad_norm).attach([w]).apply([torch.tensor([2.0])])
-    assert_close(w.detach(), torch.tensor([0.8 if max_grad_norm is None else 0.95]))
-    with pytest.raises(ValueError, match="1 gradients for 2 parameters"):
-        opt_b.apply([torch.zeros(2, 3)])
-    with pytest.raises(ValueError, match=r"shape \(3,\) for a parameter of shape \(2, 3\)"):
-        opt_b.apply([torch.zeros(3), torch.zeros(2)])
+    w.grad = torch.tensor([100.0])
+    info = optimizer_step(torch.optim.SGD([w], lr=0.1), (w ** 2).sum(), max_grad_norm)
+    assert_close(w.detach(), torch.tensor([w_after]))
+    assert_close(info["loss"], torch.tensor(1.0))
+    assert not info["loss"].requires_grad
+    assert ("grad_norm" in info) == (max_grad_norm is not None)
+    if max_grad_norm is not None:
+        assert_close(info["grad_norm"], torch.tensor(2.0))
+
+
+@pytest.mark.parametrize("n, size", [(10, 4), (6, None), (5, 16)])
+def test_minibatches_partition_the_batch_and_follow_the_generator(n, size):
+    """One epoch: ceil(N / size) minibatches (None: one) whose rows partition the N items, in an order the
+    generator's seed and state decide."""
+    batch = {"i": torch.arange(n), "nested": {"x": torch.arange(n) * 10}}
+    first = list(minibatches(batch, size, torch.Generator().manual_seed(0)))
+    assert len(first) == math.ceil(n / (size or n))
+    assert sorted(torch.cat([mb["i"] for mb in first]).tolist()) == list(range(n))
+    assert all(torch.equal(mb["nested"]["x"], mb["i"] * 10) for mb in first)
+    again = list(minibatches(batch, size, torch.Generator().manual_seed(0)))
+    assert all(torch.equal(a["i"], b["i"]) for a, b in zip(first, again, strict=True))
 
 
 def test_gradient_step_state_round_trip():

@@ -1,5 +1,5 @@
 """Tests for rlrun.components.q_network: the torso choice, QNetwork built alone from spaces (plain and dueling Q
-against the layers applied by hand), and q_gradient_step against a gradient step worked out by hand."""
+against the layers applied by hand), and q_loss, with one SGD step on it, against a gradient step worked out by hand."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from rlrun.components.base import Component, api
 from rlrun.components.heads import DuelingQHead, QHead
 from rlrun.components.losses import DQNLoss
 from rlrun.components.networks import MLP, ImpalaResNet, NatureCNN, make_torso
-from rlrun.components.optimizers import GradientStep
-from rlrun.components.q_network import QNetwork, q_gradient_step
+from rlrun.components.optimizers import optimizer_step
+from rlrun.components.q_network import QNetwork, q_loss
 from rlrun.components.testing import ComponentTest
 from rlrun.errors import ConfigError
 
@@ -95,26 +95,24 @@ def test_image_observations_get_the_named_cnn():
     assert isinstance(net.torso, NatureCNN) and out.shape == (2, 6)
 
 
-# ---------------------------------------------------------------------------------------------- q_gradient_step
+# ---------------------------------------------------------------------------------------------- q_loss
 
 
 class Learner(Component):
     """The smallest owner of a Q gradient step: linear Q-networks (the torso only flattens: Q(s) = W s + b), the
     squared DQN loss (0.5 TD^2, mean over items) and plain SGD, lr 0.1."""
 
-    def __init__(self, double_q: bool, update_strategy: object = None) -> None:
+    def __init__(self, double_q: bool) -> None:
         super().__init__("learner")
         self.q = QNetwork("mlp", [], name="q")
         self.target_q = QNetwork("mlp", [], name="target_q")
         self.loss = DQNLoss(double_q, huber_delta=None)
-        self.optimizer = GradientStep("sgd", lr=0.1)
-        self.update_strategy = update_strategy
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         self.build_child(self.q, obs=obs, actions=actions)
         self.build_child(self.target_q, obs=obs, actions=actions)
         self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
-        self.optimizer.attach(self.q.parameters())
+        self.optimizer = torch.optim.SGD(self.q.parameters(), lr=0.1)
         with torch.no_grad():  # online Q(s) = s, target Q(s) = s with the two actions swapped
             self.q.head.linear.weight.copy_(torch.eye(2))
             self.target_q.head.linear.weight.copy_(torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
@@ -123,7 +121,9 @@ class Learner(Component):
 
     @api
     def update(self, batch: dict, weights: torch.Tensor | None = None) -> dict:
-        return q_gradient_step(self.q, self.target_q, self.loss, self.optimizer, batch, weights, self.update_strategy)
+        loss, info = q_loss(self.q, self.target_q, self.loss, (batch, weights))
+        info.update(optimizer_step(self.optimizer, loss))
+        return info
 
 
 BATCH = {"obs": torch.tensor([[1.0, 2.0], [3.0, 0.0]]), "action": torch.tensor([0, 1]),
@@ -145,7 +145,7 @@ BATCH = {"obs": torch.tensor([[1.0, 2.0], [3.0, 0.0]]), "action": torch.tensor([
     # Double with importance weights [2, 0]: loss = (2 * 0.125 + 0) / 2 = 0.125; only W[0], b[0] move, twice as far.
     (True, [2.0, 0.0], [0.5, 1.5], 0.125, [[1.05, 0.1], [0.0, 1.0]], [0.05, 0.0]),
 ])
-def test_q_gradient_step_hand_worked(double_q, weights, td, loss, w_after, b_after):
+def test_q_loss_step_hand_worked(double_q, weights, td, loss, w_after, b_after):
     learner = Learner(double_q)
     test = ComponentTest(learner, {"obs": sp.Box(-5.0, 5.0, (2,), np.float32), "actions": sp.Discrete(2)})
     target_before = {k: v.clone() for k, v in learner.target_q.state_dict().items()}
@@ -157,20 +157,3 @@ def test_q_gradient_step_hand_worked(double_q, weights, td, loss, w_after, b_aft
     assert_close(learner.q.head.linear.bias.detach(), torch.tensor(b_after))
     for k, v in learner.target_q.state_dict().items():  # the target network only provides the bootstrap
         assert torch.equal(v, target_before[k]), k
-
-
-def test_q_gradient_step_goes_through_an_update_strategy():
-    """With an update strategy (device=replicas, device.precision) the step is the strategy's, on the same loss of
-    ``(batch, weights)``: a strategy that steps the optimizer on it gives the same parameters."""
-    calls = []
-
-    class Strategy:
-        def step(self, optimizer, loss_fn, data):  # noqa: ANN001, ANN201
-            calls.append(data)
-            return optimizer.step(lambda: loss_fn(data))
-
-    learner = Learner(double_q=True, update_strategy=Strategy())
-    ComponentTest(learner, {"obs": sp.Box(-5.0, 5.0, (2,), np.float32), "actions": sp.Discrete(2)}).call(
-        "update", batch=BATCH)
-    assert len(calls) == 1 and calls[0][0] is BATCH and calls[0][1] is None
-    assert_close(learner.q.head.linear.weight.detach(), torch.tensor([[1.025, 0.05], [0.225, 1.0]]))

@@ -35,7 +35,7 @@ from rlrun.algos.dqn import DQNAgent
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.app.run import run_experiment
 from rlrun.components.base import Component, api
-from rlrun.components.graph import graph_text
+from rlrun.components.graph import graph_text, trace_calls
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.devices import CompiledOrEager, compile_networks, resolve_device
@@ -278,9 +278,20 @@ def test_an_unknown_component_name_lists_the_valid_ones() -> None:
         apply_device_map(agent, {"replay": "cpu"})
     msg = str(e.value)
     assert "no component named 'replay'" in msg
-    for name in ("memory", "q", "q.torso", "target_q", "exploration", "optimizer"):
+    for name in ("memory", "q", "q.torso", "target_q", "exploration", "target_sync"):
         assert name in msg
     assert set(component_paths(agent)) >= {"q", "q.torso", "q.q_head", "target_q.torso", "memory"}
+
+
+def test_a_mapped_agent_is_traced_as_an_unmapped_one() -> None:
+    """The placement wrappers call the class's API methods at each call, so a trace (rlrun graph, ComponentTest)
+    records a mapped agent's calls as an unmapped one's."""
+    plain, mapped = dqn_agent(), dqn_agent()
+    apply_device_map(mapped, {"q": "cpu", "exploration": "cpu"})
+    obs = fixed_batch()["obs"]
+    calls = [[(c.caller, c.callee, c.method) for c in trace_calls(lambda a=a: a.get_actions(obs, explore=False))[1]]
+             for a in (plain, mapped)]
+    assert calls[0] == calls[1] and ("dqn_agent", "q", "forward") in calls[0]
 
 
 def test_a_dqn_agent_with_a_device_map_updates_as_without() -> None:

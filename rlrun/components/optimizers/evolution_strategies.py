@@ -10,7 +10,6 @@ from torch import nn
 
 from rlrun.components.base import Component, api
 from rlrun.components.optimizers.flat_params import flat, set_flat
-from rlrun.components.optimizers.gradient_step import as_caller
 
 
 def centered_ranks(x: torch.Tensor) -> torch.Tensor:
@@ -60,7 +59,7 @@ class EvolutionStrategies(Component):
         return self
 
     def _loss(self, loss_fn: Callable[[], tuple[torch.Tensor, dict]]) -> tuple[float, dict]:
-        loss, info = as_caller(self, loss_fn)
+        loss, info = loss_fn()
         return float(loss), info
 
     @api

@@ -1,44 +1,39 @@
-"""The plain gradient step (:class:`GradientStep`: ``loss_fn() -> (loss, info)``, back-propagate, clip, step a
-``torch.optim`` optimizer, or for fused Adam rlrun's ``FusedAdam``) and target-network :class:`Synchronization`;
-:func:`as_caller`, how every optimizer module runs the callables its caller hands it (see
-``rlrun/components/optimizers/__init__.py``)."""
+"""One gradient step of a ``torch.optim`` optimizer on a computed loss (:func:`optimizer_step`: zero_grad,
+backward, clip, step), the optimizer module that takes it on a loss callable (:class:`GradientStep`), and
+target-network :class:`Synchronization`."""
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from typing import Any, Callable, ClassVar, Iterable
 
 import torch
 from torch import nn
 
-from rlrun.components import base
 from rlrun.components.base import Component, api
-from rlrun.components.optimizers import fused_adam
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "rmsprop": torch.optim.RMSprop,
               "adamw": torch.optim.AdamW}
 
 
-def as_caller(module: Component, fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a callable handed to ``module`` by its caller as the caller's code.
-
-    While an API trace is active, ``module`` (the innermost traced component, as it is running one of its API
-    methods) is taken off the trace stack for the duration of ``fn``, so the API calls ``fn`` makes are
-    attributed to whoever called ``module``. Without a trace this is just ``fn(*args)``.
-    """
-    t = base._TRACE
-    if t is None or not t.stack or t.stack[-1] is not module:
-        return fn(*args)
-    t.stack.pop()
-    try:
-        return fn(*args)
-    finally:
-        t.stack.append(module)
+def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, max_grad_norm: float | None = None) -> dict:
+    """Back-propagate ``loss`` into the parameters of ``optimizer`` (their old gradients dropped), clip the global
+    L2 norm of their gradient to ``max_grad_norm`` (None: no clipping) and step. Returns ``{"loss": detached loss}``
+    and, with clipping, ``"grad_norm"`` (the norm before clipping)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    info = {"loss": loss.detach()}
+    if max_grad_norm is not None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        info["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    optimizer.step()
+    return info
 
 
 class GradientStep(Component):
-    """One gradient step of a ``torch.optim`` optimizer (``adam`` with ``fused=True``: :class:`FusedAdam`, the same
-    kernel and state format) on the loss ``loss_fn()`` returns."""
+    """One gradient step of a ``torch.optim`` optimizer on the loss ``loss_fn()`` returns: the plain step as an
+    optimizer module, for an owner that drives a module chosen by name from config (TRPO's ``algo.policy_update``)
+    or composes it (:class:`~rlrun.components.optimizers.MultiStep`)."""
 
     step_inputs: ClassVar[tuple[str, ...]] = ("loss_fn",)
     """What ``step`` takes, declared (as by every optimizer module) so an owner can drive a module chosen by name
@@ -54,21 +49,13 @@ class GradientStep(Component):
             raise ValueError(f"optimizer '{optimizer}' is not one of {', '.join(OPTIMIZERS)}")
         self.optimizer_name, self.lr, self.max_grad_norm = optimizer, lr, max_grad_norm
         self.optimizer_kwargs = optimizer_kwargs
-        self.optimizer: torch.optim.Optimizer | fused_adam.FusedAdam | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
         self._params: list[nn.Parameter] = []
-        self.autocast: tuple[str, torch.dtype] | None = None
-        """``(device type, dtype)``: ``loss_fn`` runs under ``torch.autocast`` (set by the device strategy for
-        ``device.precision=bf16`` on an agent that declares ``autocasts_updates``); None: full precision. The
-        backward pass runs outside it, as torch recommends."""
 
     def attach(self, parameters: Iterable[nn.Parameter]) -> "GradientStep":
         """Set the parameters this module optimises (called by the owner in its build step)."""
         self._params = [p for p in parameters if p.requires_grad]
-        if self.optimizer_name == "adam" and fused_adam.supports(self._params, **self.optimizer_kwargs):
-            # torch's fused Adam kernel without torch.optim's wrappers (the same updates; no torch._dynamo import)
-            self.optimizer = fused_adam.FusedAdam(self._params, lr=self.lr, **self.optimizer_kwargs)
-        else:
-            self.optimizer = OPTIMIZERS[self.optimizer_name](self._params, lr=self.lr, **self.optimizer_kwargs)
+        self.optimizer = OPTIMIZERS[self.optimizer_name](self._params, lr=self.lr, **self.optimizer_kwargs)
         self.built = True
         return self
 
@@ -78,39 +65,8 @@ class GradientStep(Component):
         ``"grad_norm"``, the norm before clipping, when ``max_grad_norm`` is set)."""
         if self.optimizer is None:
             raise RuntimeError(f"{self.name}: attach() the parameters before step()")
-        if self.autocast is None:
-            loss, info = as_caller(self, loss_fn)
-        else:
-            with torch.autocast(self.autocast[0], dtype=self.autocast[1]):
-                loss, info = as_caller(self, loss_fn)
-            loss = loss.float()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.max_grad_norm is not None:
-            info["grad_norm"] = torch.nn.utils.clip_grad_norm_(self._params, self.max_grad_norm)
-        self.optimizer.step()
-        info["loss"] = loss.detach()
-        return info
-
-    @api
-    def apply(self, gradients: Sequence[torch.Tensor]) -> dict:
-        """One step with gradients computed elsewhere (an A3C worker's): ``gradients`` one per attached parameter,
-        in ``attach`` order; clipped and stepped exactly as :meth:`step` does after its backward pass. Returns
-        ``{"grad_norm": ...}`` (the norm before clipping) when ``max_grad_norm`` is set."""
-        if self.optimizer is None:
-            raise RuntimeError(f"{self.name}: attach() the parameters before apply()")
-        if len(gradients) != len(self._params):
-            raise ValueError(f"{self.name}.apply: {len(gradients)} gradients for {len(self._params)} parameters")
-        for p, g in zip(self._params, gradients, strict=True):
-            if g.shape != p.shape:
-                raise ValueError(f"{self.name}.apply: a gradient of shape {tuple(g.shape)} for a parameter of shape "
-                                 f"{tuple(p.shape)}")
-            p.grad = g.to(device=p.device, dtype=p.dtype)
-        info: dict = {}
-        if self.max_grad_norm is not None:
-            info["grad_norm"] = torch.nn.utils.clip_grad_norm_(self._params, self.max_grad_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        loss, info = loss_fn()
+        info.update(optimizer_step(self.optimizer, loss, self.max_grad_norm))
         return info
 
     def get_extra_state(self) -> Any:

@@ -1,14 +1,15 @@
-"""Several epochs of shuffled minibatch gradient steps over one batch (:class:`MultiStep`: PPO's update)."""
+"""Several epochs of shuffled minibatch gradient steps over one batch as an optimizer module (:class:`MultiStep`:
+TRPO's ``algo.policy_update=multi_step``, VPG)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 import torch
 from torch import nn
 
 from rlrun.components.base import Component, api
-from rlrun.components.optimizers.gradient_step import GradientStep, as_caller
+from rlrun.components.optimizers.gradient_step import GradientStep
 from rlrun.ops.time_major import map_nest
 
 
@@ -50,9 +51,34 @@ def _scalar(value: Any) -> float | None:
     return None
 
 
+def minibatches(batch: Any, minibatch_size: int | None, generator: torch.Generator) -> Iterator[Any]:
+    """One epoch over ``batch`` (a nest of tensors sharing a leading dimension ``N``): a fresh permutation of the
+    ``N`` items drawn from ``generator``, cut into minibatches of ``minibatch_size`` items (the last may be smaller;
+    None: the whole batch, permuted), so every item is used exactly once."""
+    n = _batch_size(batch)
+    for idx in torch.randperm(n, generator=generator).split(minibatch_size or n):
+        yield map_nest(lambda t, idx=idx: t.index_select(0, idx.to(t.device)), batch)
+
+
+def mean_scalars(infos: list[dict]) -> dict[str, Any]:
+    """The mean over the gradient steps' infos of every scalar entry (numbers and one-element tensors; others are
+    left out), as 0-d tensors, plus ``"gradient_steps"``: the number of infos."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for info in infos:
+        for key, value in info.items():
+            x = _scalar(value)
+            if x is not None:
+                sums[key] = sums.get(key, 0.0) + x
+                counts[key] = counts.get(key, 0) + 1
+    out: dict[str, Any] = {k: torch.tensor(sums[k] / counts[k]) for k in sums}
+    out["gradient_steps"] = len(infos)
+    return out
+
+
 class MultiStep(Component):
-    """Several epochs of gradient steps over shuffled minibatches of one batch (PPO's update; TensorForce's
-    ``MultiStep`` + ``SubsamplingStep``).
+    """Several epochs of gradient steps over shuffled minibatches of one batch (TensorForce's ``MultiStep`` +
+    ``SubsamplingStep``; the minibatches of :func:`rlrun.components.optimizers.minibatches`).
 
     ``step(loss_fn, batch)``: ``batch`` is a (nested) dict of tensors sharing a leading dimension ``N``; each epoch
     draws a fresh permutation of the ``N`` items and cuts it into ``ceil(N / minibatch_size)`` minibatches (the last
@@ -79,10 +105,6 @@ class MultiStep(Component):
         self.num_epochs = int(num_epochs)
         self.minibatch_size = None if minibatch_size is None else int(minibatch_size)
         self.generator = torch.Generator().manual_seed(int(seed))
-        self.strategy: Any = None
-        """The device strategy's update (``device=replicas`` / ``device.precision``, a
-        ``rlrun.devices.replicas.ReplicatedUpdate``): each minibatch step is ``strategy.step(optimizer, loss_fn,
-        minibatch)`` instead of ``optimizer.step``; None: the plain step."""
 
     def _build(self, batch: Any = None) -> None:
         """Optionally given the space of the batch (a Dict space); nothing to create."""
@@ -99,28 +121,11 @@ class MultiStep(Component):
         Returns the mean over all gradient steps of every scalar entry of the steps' infos (``"loss"`` included;
         non-scalar entries are left out), plus ``"gradient_steps"``, the number of steps taken.
         """
-        n = _batch_size(batch)
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
-        steps = 0
+        infos = []
         for _ in range(self.num_epochs):
-            order = torch.randperm(n, generator=self.generator)
-            for idx in order.split(self.minibatch_size or n):
-                minibatch = map_nest(lambda t, idx=idx: t.index_select(0, idx.to(t.device)), batch)
-                if self.strategy is None:
-                    info = self.optimizer.step(lambda mb=minibatch: as_caller(self, loss_fn, mb))
-                else:
-                    info = self.strategy.step(self.optimizer, lambda shard: as_caller(self, loss_fn, shard),
-                                              minibatch)
-                steps += 1
-                for key, value in info.items():
-                    x = _scalar(value)
-                    if x is not None:
-                        sums[key] = sums.get(key, 0.0) + x
-                        counts[key] = counts.get(key, 0) + 1
-        out: dict[str, Any] = {k: torch.tensor(sums[k] / counts[k]) for k in sums}
-        out["gradient_steps"] = steps
-        return out
+            for minibatch in minibatches(batch, self.minibatch_size, self.generator):
+                infos.append(self.optimizer.step(lambda mb=minibatch: loss_fn(mb)))
+        return mean_scalars(infos)
 
     def get_extra_state(self) -> Any:
         return {"generator": self.generator.get_state()}

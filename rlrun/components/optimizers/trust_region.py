@@ -12,7 +12,6 @@ from torch import nn
 
 from rlrun.components.base import Component, api
 from rlrun.components.optimizers.flat_params import flat, flat_grad, set_flat
-from rlrun.components.optimizers.gradient_step import as_caller
 
 
 def conjugate_gradient(matrix_vector_product: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor,
@@ -115,9 +114,9 @@ class NaturalGradient(Component):
         """``(step, expected_improvement, info)`` without moving the parameters; ``info`` has ``"loss"``
         (the loss before the step, detached) and the detached entries of ``loss_fn``'s info."""
         self._require_params()
-        loss, info = as_caller(self, loss_fn)
+        loss, info = loss_fn()
         g = flat_grad(loss, self._params).detach()
-        fvp = fisher_vector_product_fn(lambda: as_caller(self, kl_fn), self._params, self.damping)
+        fvp = fisher_vector_product_fn(kl_fn, self._params, self.damping)
         x = conjugate_gradient(fvp, g, self.cg_iters, self.cg_residual_tol)
         x_f_x = x.dot(fvp(x))
         if not float(x_f_x) > 0:  # zero gradient (or a non-positive curvature): no step
@@ -190,13 +189,13 @@ class LineSearch(Component):
         if not self._params:
             raise RuntimeError(f"{self.name}: attach() the parameters before step()")
         theta = flat(p.detach() for p in self._params).clone()
-        before = float(as_caller(self, loss_fn)[0]) if loss_before is None else float(loss_before)
+        before = float(loss_fn()[0]) if loss_before is None else float(loss_before)
         expected = float(expected_improvement)
         fraction = 1.0
         for tries in range(self.max_backtracks):
             set_flat(self._params, theta + fraction * full_step)
-            after = float(as_caller(self, loss_fn)[0])
-            kl = float(as_caller(self, kl_fn)) if kl_fn is not None else None
+            after = float(loss_fn()[0])
+            kl = float(kl_fn()) if kl_fn is not None else None
             improvement = before - after
             if (math.isfinite(after) and expected > 0 and improvement >= self.accept_ratio * fraction * expected
                     and (kl is None or kl <= max_kl)):
@@ -210,7 +209,7 @@ class LineSearch(Component):
         info = {"accepted": False, "step_fraction": 0.0, "backtracks": self.max_backtracks, "loss": before,
                 "loss_after": before}
         if kl_fn is not None:
-            info["kl"] = float(as_caller(self, kl_fn))
+            info["kl"] = float(kl_fn())
         return info
 
 
@@ -246,10 +245,8 @@ class TRPOStep(Component):
     def step(self, loss_fn: Callable[[], tuple[torch.Tensor, dict]], kl_fn: Callable[[], torch.Tensor]) -> dict:
         """One TRPO update; info: ``"loss"``, ``"loss_after"``, ``"kl"``, ``"expected_improvement"``,
         ``"step_fraction"``, ``"accepted"`` and the entries of ``loss_fn``'s info at the old parameters."""
-        own_loss = lambda: as_caller(self, loss_fn)  # noqa: E731
-        own_kl = lambda: as_caller(self, kl_fn)  # noqa: E731
-        full_step, expected, info = self.natural_gradient.propose(own_loss, own_kl)
-        search = self.line_search.step(own_loss, full_step, expected, own_kl, self.natural_gradient.max_kl,
+        full_step, expected, info = self.natural_gradient.propose(loss_fn, kl_fn)
+        search = self.line_search.step(loss_fn, full_step, expected, kl_fn, self.natural_gradient.max_kl,
                                        loss_before=info["loss"])
         info.update(search)
         info["expected_improvement"] = expected
