@@ -43,7 +43,7 @@ from rlrun.config import GROUPS, RayExecutorConfig, RunConfig, compose, schema_f
 from rlrun.errors import CheckpointError, ConfigError
 
 FORMAT = "rlrun-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: the agents hold their torch.optim optimizers, whose state moved from the optimizer modules
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_NAME = "latest.pt"
 
@@ -266,6 +266,10 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if int(state.get("version", 0)) > VERSION:
         raise CheckpointError(f"{path}: written by a newer rlrun (checkpoint version {state['version']}; this "
                               f"rlrun reads up to {VERSION}). Upgrade rlrun.")
+    if int(state.get("version", 0)) < VERSION:
+        raise CheckpointError(f"{path}: written by an older rlrun (checkpoint version {state.get('version')}; this "
+                              f"rlrun reads version {VERSION}, whose agents keep their optimizers' state "
+                              f"elsewhere). Continue that run with the rlrun that wrote it, or start a new one.")
     for needed in ("algo", "config", "loop", "rng"):
         if needed not in state:
             raise CheckpointError(f"{path}: incomplete checkpoint (no '{needed}' entry).")

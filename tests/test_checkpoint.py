@@ -292,7 +292,7 @@ def test_a_tampered_checkpoint_does_not_run_code(tmp_path: Path) -> None:
             return (open, (str(marker), "w"))
 
     path = tmp_path / "latest.pt"
-    torch.save({"format": ckpt.FORMAT, "version": 1, "algo": Payload(), "config": {}, "loop": {}, "rng": {}}, path)
+    torch.save({"format": ckpt.FORMAT, "version": ckpt.VERSION, "algo": Payload(), "config": {}, "loop": {}, "rng": {}}, path)
     with pytest.raises(CheckpointError, match="refused"):
         ckpt.load_checkpoint(path)
     assert not marker.exists()
@@ -305,6 +305,7 @@ def test_a_tampered_checkpoint_does_not_run_code(tmp_path: Path) -> None:
     ("garbage", "truncated or corrupt"),
     ("foreign", "not an rlrun checkpoint"),
     ("newer", "newer rlrun"),
+    ("older", "older rlrun .*version 1;"),
     ("missing", "cannot be read"),
 ])
 def test_unreadable_checkpoints_give_a_clear_error(tmp_path: Path, damage: str, needle: str) -> None:
@@ -320,6 +321,8 @@ def test_unreadable_checkpoints_give_a_clear_error(tmp_path: Path, damage: str, 
         torch.save({"weights": torch.zeros(2)}, path)
     elif damage == "newer":
         torch.save({**state, "format": ckpt.FORMAT, "version": ckpt.VERSION + 1}, path)
+    elif damage == "older":
+        torch.save({**state, "format": ckpt.FORMAT, "version": 1}, path)
     else:
         path.unlink()
     with pytest.raises(CheckpointError, match=needle):
