@@ -54,6 +54,7 @@ def test_the_constraints_file_pins_every_installed_package() -> None:
     """constraints.txt (what make install installs with) names every distribution of this environment at its
     installed version: a dependency added or moved without `make constraints CONSTRAINTS=` fails here."""
     import importlib.metadata as md
+    import sysconfig
 
     pins = {}
     for line in (ROOT / "constraints.txt").read_text().splitlines():
@@ -61,13 +62,17 @@ def test_the_constraints_file_pins_every_installed_package() -> None:
             name, _, version = line.partition("==")
             assert version, f"constraints.txt: {line!r} is not name==version"
             pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+
     def canonical(d: md.Distribution) -> str:
         return re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower()
 
-    installed = {canonical(d): d.version for d in md.distributions()}
-    # The checkout's own projects (rlrun, rlrun-benchmarks) are installed editable, which make constraints leaves out
-    # (their build's egg-info in the checkout can be found too, as a distribution of the same name).
-    for name in {canonical(d) for d in md.distributions() if _editable(d)} | {"pip"}:
+    # What the environment installs, in its site-packages: not what this process's sys.path shows, which grows with
+    # what tests imported before (`import ray` puts ray/thirdparty_files, with its own psutil, on it).
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    dists = list(md.distributions(path=site))
+    installed = {canonical(d): d.version for d in dists}
+    # The checkout's own projects (rlrun, rlrun-benchmarks) are installed editable, which make constraints leaves out.
+    for name in {canonical(d) for d in dists if _editable(d)} | {"pip"}:
         installed.pop(name, None)
     wrong = {k: (v, pins.get(k)) for k, v in installed.items() if pins.get(k) != v}
     assert not wrong, f"installed vs constraints.txt: {wrong}"
