@@ -25,8 +25,10 @@ import sys
 import threading
 import time
 
-PRELOAD = ("torch", "numpy", "gymnasium", "hydra", "omegaconf", "mlflow", "mlflow.store.tracking.sqlalchemy_store",
-           "rlrun.app.cli", "rlrun.app.run", "rlrun.app.plot")
+# torch._dynamo: every torch.optim optimizer imports it when built (its add_param_group is wrapped by
+# torch._disable_dynamo), with sympy: seconds of a tiny run.
+PRELOAD = ("torch", "torch._dynamo", "numpy", "gymnasium", "hydra", "omegaconf", "mlflow",
+           "mlflow.store.tracking.sqlalchemy_store", "rlrun.app.cli", "rlrun.app.run", "rlrun.app.plot")
 ENTRIES = {"rlrun": "rlrun.app.cli", "rlrun-plot": "rlrun.app.plot"}
 
 
