@@ -292,7 +292,8 @@ def test_a_tampered_checkpoint_does_not_run_code(tmp_path: Path) -> None:
             return (open, (str(marker), "w"))
 
     path = tmp_path / "latest.pt"
-    torch.save({"format": ckpt.FORMAT, "version": ckpt.VERSION, "algo": Payload(), "config": {}, "loop": {}, "rng": {}}, path)
+    torch.save({"format": ckpt.FORMAT, "version": ckpt.VERSION, "algo": Payload(), "config": {}, "loop": {},
+                "rng": {}}, path)
     with pytest.raises(CheckpointError, match="refused"):
         ckpt.load_checkpoint(path)
     assert not marker.exists()
