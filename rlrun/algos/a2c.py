@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from rlrun.algos.a2c_config import A2CConfig
-from rlrun.algos.base import IterationResult
+from rlrun.algos.base import IterationResult, learner_metrics
 from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan, rmsprop_or_adam, rollout_from_samples
 from rlrun.components.base import api
 from rlrun.components.distributions import make_distribution
@@ -194,8 +194,7 @@ class A2C(OnPolicyPlan):
             for k, v in learn_info.items():
                 stats.setdefault(k, []).append(v)
         self.env_steps += result.env_steps
-        renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
-        result.metrics.update({renamed.get(k, k): sum(v) / len(v) for k, v in stats.items()})
+        result.metrics.update(learner_metrics({k: sum(v) / len(v) for k, v in stats.items()}))
         result.metrics["learn/updates"] = self.updates
         result.metrics["learn/gradient_steps"] = self.gradient_steps
         return result

@@ -13,6 +13,15 @@ from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import RlrunError
 from rlrun.registry import registry
 
+LEARNER_METRIC_NAMES = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
+"""The names an update's generic info keys are reported under; an update's other keys (``loss/policy``, ...) are
+reported as they are."""
+
+
+def learner_metrics(info: dict[str, Any]) -> dict[str, float]:
+    """An update's info as metrics: :data:`LEARNER_METRIC_NAMES` applied, values as floats."""
+    return {LEARNER_METRIC_NAMES.get(k, k): float(v) for k, v in info.items()}
+
 
 @dataclass
 class IterationResult:

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.algos.base import IterationResult, ThreadedLearner
+from rlrun.algos.base import IterationResult, ThreadedLearner, learner_metrics
 from rlrun.algos.impala_config import IMPALAConfig
 from rlrun.algos.on_policy import (
     ActorCriticPlan,
@@ -52,6 +52,7 @@ from rlrun.components.distributions import make_distribution
 from rlrun.components.heads import PolicyValueHead
 from rlrun.components.networks import LSTMCore, make_torso, orthogonal_init_torsos
 from rlrun.components.optimizers import optimizer_step
+from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
@@ -179,6 +180,7 @@ class IMPALAAgent(Component):
         every gradient step's loss runs under it (:meth:`autocast`)."""
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps learnt on (LR schedule)
         self.register_buffer("updates", torch.zeros((), dtype=torch.int64))  # learner updates = weights version
+        self.lr_schedule = LinearDecay(cfg.lr, cfg.anneal_lr, cfg.total_env_steps, name)
         self._acting_state: State = None  # per env copy, while acting (not a buffer: never synced)
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
@@ -253,18 +255,9 @@ class IMPALAAgent(Component):
 
     # ------------------------------------------------------------------ learning
 
-    def remaining(self) -> float:
-        """The share of the LR schedule still ahead: ``1 - env_steps / total_env_steps``, at least 0."""
-        if not self.cfg.total_env_steps:
-            return 1.0
-        return max(0.0, 1.0 - int(self.env_steps) / float(self.cfg.total_env_steps))
-
     def set_learning_rate(self) -> float:
         """Put the learning rate into the optimizer (``lr``, annealed linearly to 0 when ``anneal_lr``)."""
-        lr = float(self.cfg.lr) * (self.remaining() if self.cfg.anneal_lr else 1.0)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        return lr
+        return self.lr_schedule.apply(self.optimizer, int(self.env_steps))
 
     def _first_and_state(self, rollout: dict[str, Any]) -> tuple[torch.Tensor | None, State]:
         """The learner's LSTM inputs: ``first`` [T, B] (step t starts an episode: ``done[t - 1]``; at t = 0 the
@@ -418,8 +411,7 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         self.env_steps += result.env_steps
         self.gradient_steps += int(info.pop("gradient_steps", 1))
         lag_mean, lag_max = info.pop("lags")
-        renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
-        result.metrics.update({renamed.get(k, k): float(v) for k, v in info.items()})
+        result.metrics.update(learner_metrics(info))
         result.metrics["learn/policy_lag_mean"] = lag_mean
         result.metrics["learn/policy_lag_max"] = lag_max
         result.metrics["learn/updates"] = self.updates
@@ -445,8 +437,7 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
             info = infos[-1]
             self.gradient_steps += sum(int(i.pop("gradient_steps", 1)) for i in infos)
             lag_mean, lag_max = info.pop("lags")
-            renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
-            finished = {renamed.get(k, k): float(v) for k, v in info.items() if k != "gradient_steps"}
+            finished = learner_metrics({k: v for k, v in info.items() if k != "gradient_steps"})
             finished["learn/policy_lag_mean"] = lag_mean
             finished["learn/policy_lag_max"] = lag_max
         self._report_latest_update(result, finished)

@@ -16,23 +16,21 @@ from __future__ import annotations
 
 import copy
 import functools
-import logging
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.base import Algorithm, IterationResult, learner_metrics
 from rlrun.components.actor_critic import ActorCritic
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.normalizers import RewardScaler
+from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.ops import flatten_time, map_nest, next_obs_rows, truncation_aware_gae
-
-log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------------- rollouts
 
@@ -175,7 +173,7 @@ class OnPolicyAgent(Component):
         gradient steps run through it; None: :func:`rlrun.components.optimizers.optimizer_step`."""
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps trained on (LR schedule)
         self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
-        self._lr_warned = False
+        self.lr_schedule = LinearDecay(cfg.lr, cfg.anneal_lr, cfg.total_env_steps, name)
 
     def _make_network(self, cfg: Any) -> ActorCritic:
         """The actor-critic network from ``algo.network``, ``hidden_sizes``, ``activation``, ``shared_torso``,
@@ -290,28 +288,16 @@ class OnPolicyAgent(Component):
         return rollout
 
     def remaining(self) -> float:
-        """The share of the schedule still ahead: ``1 - env_steps / total_env_steps``, at least 0 (1 without a
-        horizon)."""
-        if not self.cfg.total_env_steps:
-            return 1.0
-        return max(0.0, 1.0 - int(self.env_steps) / float(self.cfg.total_env_steps))
+        """The share of the learning-rate schedule still ahead (PPO's ``anneal_clip`` follows it too)."""
+        return self.lr_schedule.remaining(int(self.env_steps))
 
     def learning_rate(self) -> float:
         """The learning rate now: ``lr * remaining()`` when annealing, else ``lr``."""
-        return float(self.cfg.lr) * (self.remaining() if self.cfg.anneal_lr else 1.0)
+        return self.lr_schedule.rate(int(self.env_steps))
 
     def set_learning_rate(self) -> float:
         """Put :meth:`learning_rate` into the optimizer (before each update); returns it."""
-        lr = self.learning_rate()
-        if lr == 0.0 and float(self.cfg.lr) > 0.0 and not self._lr_warned:
-            self._lr_warned = True
-            log.warning("%s: the learning rate has annealed to 0 at env step %d (algo.total_env_steps=%s), so the "
-                        "agent no longer learns. A run resumed with a larger stop.env_steps keeps the schedule of "
-                        "its first budget; start a new run with algo.total_env_steps set to train longer.",
-                        self.name, int(self.env_steps), self.cfg.total_env_steps)
-        for group in self.torch_optimizer().param_groups:
-            group["lr"] = lr
-        return lr
+        return self.lr_schedule.apply(self.torch_optimizer(), int(self.env_steps))
 
     # ------------------------------------------------------------------ weights
 
@@ -374,8 +360,7 @@ class OnPolicyPlan(ActorCriticPlan):
         self.workers.sync_weights(self.agent.get_weights())
         self.updates += 1
         self.gradient_steps += int(info.pop("gradient_steps", 1))
-        renamed = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
-        result.metrics.update({renamed.get(k, k): float(v) for k, v in info.items()})
+        result.metrics.update(learner_metrics(info))
         result.metrics["learn/updates"] = self.updates
         result.metrics["learn/gradient_steps"] = self.gradient_steps
         return result

@@ -122,14 +122,16 @@ def _hydra_entry() -> None:
         from hydra.types import RunMode
 
         from rlrun.app.run import run_experiment
+        from rlrun.config import validate
         from rlrun.errors import RlrunError
         from rlrun.registry import RegistryError
 
         hydra_cfg = HydraConfig.get()
         if hydra_cfg.mode == RunMode.MULTIRUN:
             # One job of a sweep: a failure is reported and recorded, and the sweep goes on (rlrun/app/sweep.py).
-            return sweep.run_job(cfg, lambda c: run_experiment(c, hydra_cfg.runtime.output_dir))
-        try:
+            # Its own values are validated here (the sweep's start checked one combination).
+            return sweep.run_job(cfg, lambda c: run_experiment(validate(c), hydra_cfg.runtime.output_dir))
+        try:  # validated by ValidateConfig, before the run directory was made
             return run_experiment(cfg, hydra_cfg.runtime.output_dir)
         except (RlrunError, RegistryError) as e:
             # Reported here: Hydra would add its own "Error executing job" line to the message.
@@ -172,8 +174,7 @@ def check_writable(key: str, folder: str) -> None:
 
 class ValidateConfig:
     """Hydra callback: validate the composed config before a run starts, so that a bad one makes no run directory
-    (``run_experiment`` validates what it is given again, as it must for a program or a sweep's job: a
-    millisecond).
+    (the only validation of a single run; a sweep's jobs are validated each with its own values).
 
     Hydra turns an Exception raised by a callback into a warning, so a bad config ends here with SystemExit.
     """

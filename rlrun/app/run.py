@@ -328,12 +328,10 @@ def _tensorboard_restart(logger: MetricsLogger, step: int) -> None:
 def run_experiment(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] | None = None) -> dict[str, Any]:
     """Run one experiment into ``run_dir`` and return its summary; with ``cfg.resume`` set, continue that run instead
     (in its own run directory; ``overrides``: the command line's overrides, default Hydra's, checked for
-    compatibility). Raises ConfigError for a config that fails :func:`~rlrun.config.validate`."""
+    compatibility). ``cfg`` is validated already (:func:`rlrun.config.compose`, the CLI's callback, a sweep job)."""
     resume_state = None
     if cfg.get("resume"):
         cfg, run_dir, resume_state = _resumed_config(cfg, overrides)
-    else:
-        validate(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_directory_lock(run_dir):  # one writer per run directory

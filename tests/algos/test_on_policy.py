@@ -23,13 +23,12 @@ OBS = sp.Box(-1.0, 1.0, (3,), np.float32)
 def test_rmsprop_or_adam_takes_the_configured_optimizer():
     """RMSProp with alpha, eps and the extra kwargs (IMPALA's momentum); Adam with eps only."""
     cfg = replace(A2CConfig(), optimizer="rmsprop", rmsprop_alpha=0.9, optimizer_eps=1e-3, lr=0.01, max_grad_norm=2.0)
-    step = rmsprop_or_adam(cfg, momentum=0.5).attach([torch.nn.Parameter(torch.zeros(2))])
-    group = step.optimizer.param_groups[0]
-    assert isinstance(step.optimizer, torch.optim.RMSprop)
+    rmsprop = rmsprop_or_adam(cfg, [torch.nn.Parameter(torch.zeros(2))], momentum=0.5)
+    group = rmsprop.param_groups[0]
+    assert isinstance(rmsprop, torch.optim.RMSprop)
     assert (group["alpha"], group["eps"], group["momentum"], group["lr"]) == (0.9, 1e-3, 0.5, 0.01)
-    assert step.max_grad_norm == 2.0
-    adam = rmsprop_or_adam(replace(cfg, optimizer="adam")).attach([torch.nn.Parameter(torch.zeros(2))])
-    assert isinstance(adam.optimizer, torch.optim.Adam) and adam.optimizer.param_groups[0]["eps"] == 1e-3
+    adam = rmsprop_or_adam(replace(cfg, optimizer="adam"), [torch.nn.Parameter(torch.zeros(2))])
+    assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["eps"] == 1e-3
 
 
 def test_make_reward_scaler_only_with_normalize_reward():
