@@ -30,7 +30,7 @@ is always the loss at the parameters *before* the step.
 Files: ``gradient_step.py`` (``optimizer_step``, GradientStep, Synchronization), ``multi_step.py`` (MultiStep,
 ``minibatches``, ``mean_scalars``), ``trust_region.py``
 (NaturalGradient, LineSearch, TRPOStep, conjugate gradient, Fisher-vector products), ``evolution_strategies.py``,
-``flat_params.py`` (parameters as one flat vector).
+``flat_params.py`` (parameters as one flat vector), ``lr_schedule.py`` (the linear learning-rate decay).
 """
 
 from rlrun.components.optimizers.evolution_strategies import EvolutionStrategies, centered_ranks
