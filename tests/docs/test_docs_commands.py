@@ -228,7 +228,7 @@ def _ray_cluster(needed: bool) -> Iterator[dict[str, str]]:
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[str], subprocess.CompletedProcess]]:
     """Every distinct command run once, two at a time (the machine's two cores), each in a fresh working directory,
     by two fork servers (``cli_fork_server.py``: each command in a child of a process that imported rlrun's stack
-    once, as its console script runs it, without a fresh interpreter's ~2.4 s of imports); the Ray commands join one
+    once, as its console script runs it, without a fresh interpreter's imports); the Ray commands join one
     cluster (:func:`_ray_cluster`)."""
     made = _made(tmp_path_factory.mktemp("made"))
     store = made["run"].parents[1] / "mlflow.db"  # the tiny run's MLflow store, its schema migrated (seconds saved
