@@ -36,7 +36,7 @@ run: install
 
 # Two test processes, one per core of this machine class (pytest-xdist), each test file kept in one process (a
 # module's fixture runs once): about half the time of one process, where three oversubscribe the two cores. The docs
-# commands run from fork servers (tests/docs/cli_fork_server.py), imports shared.
+# commands run from fork servers (tests/cli_fork_server.py), imports shared.
 # TEST_WORKERS=0 runs the suite in this process; TEST_WORKERS=auto, one process per CPU. The 30 slowest tests are
 # listed at the end (CI's log shows where the time goes).
 TEST_WORKERS ?= 2

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +25,66 @@ RLRUN = str(Path(sys.executable).parent / "rlrun")
 QUICK = ["stop.env_steps=300", "algo.learning_starts=100"]
 
 
+class ForkServer:
+    """One ``cli_fork_server.py`` process: runs one console-script command at a time in a child forked from its
+    preloaded imports (that file says what the child keeps of a fresh process, and what it skips)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_fork_server.py"))],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.proc.stdout.readline()
+        if json.loads(ready or "{}").get("ready") is not True:
+            raise RuntimeError(f"the rlrun fork server did not start ({self.proc.wait()})")
+
+    def run(self, argv: list[str], cwd: Path, timeout: float, env: dict[str, str]) -> subprocess.CompletedProcess:
+        """``argv[0]``: the console script (``rlrun`` or ``rlrun-plot``); ``env``: the child's whole environment."""
+        out = Path(tempfile.mkdtemp(prefix="rlrun-fork-"))  # outside cwd: a test may list what the command wrote
+        request = {"script": str(Path(sys.executable).parent / argv[0]), "entry": argv[0], "argv": argv[1:],
+                   "cwd": str(cwd), "stdout": str(out / "stdout"), "stderr": str(out / "stderr"), "timeout": timeout,
+                   "env": env}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        code = json.loads(self.proc.stdout.readline())["code"]
+        done = subprocess.CompletedProcess(argv, code, (out / "stdout").read_text(), (out / "stderr").read_text())
+        shutil.rmtree(out)
+        if code == -9:
+            raise subprocess.TimeoutExpired(argv, timeout, done.stdout, done.stderr)
+        return done
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+_server: ForkServer | None = None
+_server_free = threading.Lock()
+
+
+def _fork_server() -> ForkServer:
+    global _server
+    if _server is None:
+        _server = ForkServer()
+        atexit.register(_server.close)
+    return _server
+
+
 def run_rlrun(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 180,
               check: bool = False) -> subprocess.CompletedProcess:
+    """``rlrun ARGS`` in ``cwd``, as the console script runs it. With no ``env`` it runs in a child of this test
+    process's fork server (the same ``main``, ``sys.argv``, environment, stdin and exit status; no fresh interpreter's
+    imports and teardown: seconds per call); with ``env`` (variables read when modules are imported, a
+    ``PYTHONPATH``), or while another thread holds the server, in a fresh interpreter."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None)
     full_env.pop("MLFLOW_RUN_ID", None)
-    proc = subprocess.run([RLRUN, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    if env is None and _server_free.acquire(blocking=False):
+        try:
+            proc = _fork_server().run(["rlrun", *args], cwd, timeout, full_env)
+        finally:
+            _server_free.release()
+    else:
+        proc = subprocess.run([RLRUN, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
     if check and proc.returncode != 0:
         raise AssertionError(f"rlrun {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc

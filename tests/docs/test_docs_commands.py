@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import json
+import os
 import re
 import shlex
 import shutil
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from conftest import run_rlrun
+from conftest import ForkServer, run_rlrun
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -47,7 +47,6 @@ ILLUSTRATIVE = re.compile(r"^<!--\s*illustrative:\s*(.+?)\s*-->$")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
 PRINT_ONLY = ("--help", "-h", "--cfg", "--info", "--hydra-help")
 TINY = ["stop.env_steps=1"]
-BIN = Path(sys.executable).parent
 
 
 @dataclass(frozen=True)
@@ -182,30 +181,6 @@ for s in SHELL:
     COMMANDS.setdefault(" ".join(_words(s.text)[0]) + (" # exits 2" if _words(s.text)[1] else ""), []).append(s)
 
 
-class ForkServer:
-    """One ``cli_fork_server.py`` process: runs one command at a time in a child forked from its preloaded imports."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_fork_server.py"))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        ready = self.proc.stdout.readline()
-        if json.loads(ready or "{}").get("ready") is not True:
-            raise RuntimeError(f"the docs commands' fork server did not start ({self.proc.wait()})")
-
-    def run(self, argv: list[str], cwd: Path, timeout: float, env: dict[str, str]) -> subprocess.CompletedProcess:
-        out, err = cwd.with_name(cwd.name + ".stdout"), cwd.with_name(cwd.name + ".stderr")  # beside it, not in it
-        request = {"script": str(BIN / argv[0]), "entry": argv[0], "argv": argv[1:], "cwd": str(cwd),
-                   "stdout": str(out), "stderr": str(err), "timeout": timeout, "env": env}
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        code = json.loads(self.proc.stdout.readline())["code"]
-        return subprocess.CompletedProcess(argv, code, out.read_text(), err.read_text())
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-
-
 def _uses_ray(command: str) -> bool:
     return "executor=ray" in command
 
@@ -241,7 +216,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[str], 
         argv = _budgeted(words)
         cwd = tmp_path_factory.mktemp("cmd")
         shutil.copy(store, cwd / "mlflow.db")
-        return argv, server.run(argv, cwd, timeout=600, env=ray_env if _uses_ray(command) else {})
+        return argv, server.run(argv, cwd, timeout=600, env={**os.environ, **(ray_env if _uses_ray(command) else {})})
 
     def lane(server: ForkServer, ray_env: dict[str, str]) -> None:
         while True:

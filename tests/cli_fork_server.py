@@ -1,22 +1,25 @@
-"""A fork server for the docs commands: imports rlrun's command-line stack once, then runs each command in a child
-forked from it, as its console script would run it.
+"""A fork server for the tests' ``rlrun`` commands (``run_rlrun`` in conftest.py, the docs commands): imports rlrun's
+command-line stack once, then runs each command in a child forked from it, as its console script would run it.
 
-Most docs commands are tiny runs (one training step), so a fresh interpreter spent ~60% of each in imports (torch,
-MLflow's SQL store, Hydra, the run loop: ~2.4 of ~4 s on this machine class). A child here starts with those
+Most of these commands are tiny runs or bad-input checks, so a fresh interpreter spends most of each in imports
+(torch, MLflow's SQL store, Hydra, the run loop) and in its final garbage collections. A child here starts with those
 modules imported and runs the rest as the console script does: ``sys.argv`` is the script's path and the command's
 words, stdin is /dev/null, stdout and stderr go to the files the request names, the working directory is the
-request's, and ``raise SystemExit(main())`` ends it, so the interpreter shuts down as a script's does (non-daemon
-threads joined, atexit handlers run, streams flushed) with the script's exit status. Ray is not imported here: a
-command that uses it imports it in its child, as in a fresh process.
+request's. It ends as a script's interpreter does, up to its last step: non-daemon threads joined, atexit
+handlers run, streams flushed, the script's exit status; then ``os._exit`` instead of the interpreter's own
+finalization, whose garbage collections walk every object of the preloaded stack several times (seconds per
+command, for nothing a test reads). Ray is not imported here: a command that uses it imports it in its child, as in
+a fresh process.
 
 Protocol (one JSON object per line): the server prints ``{"ready": true}`` once its imports are done; each request
-``{"script", "entry", "argv", "cwd", "stdout", "stderr", "timeout", "env"}`` (``env``: variables set in the child)
+``{"script", "entry", "argv", "cwd", "stdout", "stderr", "timeout", "env"}`` (``env``: the child's environment)
 gets ``{"code": exit status}`` when its child has ended (``-9`` when the server killed it at ``timeout`` seconds).
 One command at a time; end of stdin ends it.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
@@ -33,9 +36,10 @@ ENTRIES = {"rlrun": "rlrun.app.cli", "rlrun-plot": "rlrun.app.plot"}
 
 
 def _child(request: dict) -> None:
-    """In the forked child: become the command's process and run it; never returns (SystemExit)."""
+    """In the forked child: become the command's process and run it; never returns."""
     os.chdir(request["cwd"])
-    os.environ.update(request.get("env") or {})
+    os.environ.clear()
+    os.environ.update(request["env"])
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                             (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                             (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
@@ -44,7 +48,29 @@ def _child(request: dict) -> None:
         os.close(opened)
     sys.argv = [request["script"], *request["argv"]]
     main = importlib.import_module(ENTRIES[request["entry"]]).main
-    raise SystemExit(main())
+    try:
+        code = main()
+    except SystemExit as stop:
+        code = stop.code
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    if code is not None and not isinstance(code, int):  # as the interpreter treats SystemExit("message")
+        print(code, file=sys.stderr)
+        code = 1
+    _exit(code or 0)
+
+
+def _exit(code: int) -> None:
+    """The interpreter's shutdown without its finalization: join the non-daemon threads, run the atexit handlers,
+    flush the streams, exit."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def _wait(pid: int, timeout: float) -> int:
