@@ -83,8 +83,8 @@ class ApexConfig(Declared):
     network: str = "mlp"
     """Torso: mlp (hidden_sizes, activation) | nature_cnn (Mnih et al. 2015) | impala_resnet (Espeholt et al. 2018)."""
     hidden_sizes: list[int] = key(factory=lambda: [128, 128], items="[1, inf)")
-    """Hidden layer widths of the MLP torso. Default: tuned here: with [64, 64] seeds 1, 2, 4 plateaued at a mean of
-    ~140."""
+    """Hidden layer widths of the MLP torso. Default: tuned here on CartPole, where [64, 64] plateaued far below the
+    target on some seeds (docs/algorithms/apex.md)."""
     activation: str = key("relu", choices=('relu', 'tanh', 'elu'))
     """Torso activation: relu | tanh | elu."""
     epsilon_base: float = key(0.4, "[0, 1]")
@@ -99,7 +99,8 @@ class ApexConfig(Declared):
     """Importance-sampling exponent beta at the start (Horgan et al. 2018: 0.4). Default: Horgan et al. 2018 App. D."""
     per_beta_end: float = key(1.0, "[0, 1]")
     """Importance-sampling exponent after per_beta_steps (Ape-X keeps it at per_beta_start; Schaul et al.: 1). Default:
-    annealed to 1 as Schaul et al. 2016 (Ape-X keeps 0.4): seeds 2 and 4 plateaued at ~150 without."""
+    annealed to 1 as Schaul et al. 2016 (Ape-X keeps 0.4): without it, some CartPole seeds plateaued far below the
+    target."""
     per_beta_steps: int = key(10_000, "[1, inf)")
     """Batches drawn from a shard over which its beta moves linearly from start to end. Default: tuned here
     (docs/algorithms/apex.md)."""

@@ -2,13 +2,12 @@
 torch, Hydra and OmegaConf, composes the config and builds the run, then the objects made so far frozen out of later
 collections (``gc.freeze``) and collection resumed.
 
-Why: torch's import alone leaves ~200k long-lived objects, and every full collection walks all of them (60-90 ms
-each on a 2-core machine); a CartPole run's start-up paid 5 such collections, ~0.2 s of its ~1.2 s before the first
-training step. Once frozen they are never walked again, so later full collections cost only what the run itself
-keeps. The price: the cyclic garbage of the start-up (~21k objects, ~2 MiB, measured for ``rlrun algo=ppo``) is kept
-until the process exits instead of being collected; at exit the objects are unfrozen (``atexit``), so the
-interpreter's last collections free them and run their finalizers (without that, an ALE env made at start-up and
-still referenced from a cycle was never finalized: nanobind reported it as leaked).
+Why: torch's import alone leaves hundreds of thousands of long-lived objects, and every full collection walks all
+of them; a CartPole run's start-up paid several such collections. Once frozen they are never walked again, so later
+full collections cost only what the run itself keeps. The price: the cyclic garbage of the start-up (a few MiB for
+``rlrun algo=ppo``) is kept until the process exits instead of being collected; at exit the objects are unfrozen
+(``atexit``), so the interpreter's last collections free them and run their finalizers (without that, an ALE env
+made at start-up and still referenced from a cycle was never finalized: nanobind reported it as leaked).
 
 Only the ``rlrun`` command pauses (``rlrun.app.cli``); ``run_experiment`` resumes once the plan is built, a sweep's
 driver when the sweep starts. :func:`resume_collection` does nothing where nothing was paused, so a program that calls

@@ -118,8 +118,8 @@ class RewardScaler(Component):
         done = (terminated.bool() | truncated.bool()).cpu().numpy()
         scaled = np.empty_like(r)
         # Each step's returns are folded into the statistics as RunningMeanStd.update does (fold_moments), on Python
-        # floats instead of 0-d tensors: the same numbers (tested bit for bit) at a fraction of the cost (a 2,048-step
-        # rollout: ~160 ms of tensor ops before, a tenth of PPO MuJoCo's wall time). One copy's batch mean is its
+        # floats instead of 0-d tensors: the same numbers (tested bit for bit) at a fraction of the cost (per step,
+        # a handful of 0-d tensor ops was a tenth of PPO MuJoCo's wall time). One copy's batch mean is its
         # return and its variance 0; several copies' come from torch's own reductions, as update() computes them.
         returns = self.returns.numpy().copy()
         mean, var, count = float(self.stats.mean), float(self.stats.var), float(self.stats.count)

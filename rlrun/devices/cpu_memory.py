@@ -5,9 +5,9 @@ A CPU update allocates and frees the same large tensors every minibatch (a PPO A
 mmap threshold with ``mmap`` and returns them with ``munmap`` (and trims the heap's top beyond its trim threshold),
 so every minibatch faults its pages in again from the kernel. ``reuse`` tells glibc to serve every block from the
 heap (``M_MMAP_MAX`` 0) and to keep freed memory (``M_TRIM_THRESHOLD`` 1 GiB): the pages are faulted in once and
-reused. Measured on this project's 2-core machines (docs/results/performance.md): rlrun's PPO update on Pong,
-4 epochs of 4 minibatches of 256, 4.0 s -> 3.2 s (-21%), peak RSS 663 -> 745-787 MiB. Setting only the trim
-threshold is worse than glibc's defaults (4.9 s): it also switches off glibc's dynamic mmap threshold.
+reused: a PPO update on Pong takes about a fifth less time for about a tenth more peak memory (the figures:
+benchmarks/results/, docs/results/performance.md). Setting only the trim threshold is worse than glibc's defaults:
+it also switches off glibc's dynamic mmap threshold.
 
 ``system`` leaves glibc's defaults. The settings are process-wide and cannot be taken back within the process.
 Where the C library is not glibc (macOS, musl) ``reuse`` does nothing and says so once in the log.
