@@ -4,11 +4,13 @@ plays until every agent has N episodes, and eval.json adds the mean per agent an
 
 The result is printed, written to ``<run dir>/eval.json`` (atomically) and, when the run's MLflow run is in the
 tracking store this command uses (``tracking_uri=URI``, default the working directory's ``mlflow.db``, as
-``rlrun`` itself), logged there as ``eval/return_mean`` (and ``eval/return_std``) at the checkpoint's env step,
-with eval.json as an artifact. The checkpoint's saved tracking URI never chooses where data goes: a checkpoint is
-data that may come from anyone, and MLflow sends the user's credentials (``MLFLOW_TRACKING_TOKEN``) to the
-store. ``--video DIR`` records every episode with gymnasium's RecordVideo (``render_mode=rgb_array``; needs
-the ``video`` extra: moviepy, and pygame for the classic-control envs).
+``rlrun`` itself), recorded there as an evaluation run of its own nested under the training run (``eval-<its
+name>``: ``eval/return_mean`` and ``eval/return_std`` at the checkpoint's env step, the evaluation's settings,
+eval.json as an artifact); the training run stays as it ended, its duration too. The checkpoint's saved tracking
+URI never chooses where data goes: a checkpoint is data that may come from anyone, and MLflow sends the user's
+credentials (``MLFLOW_TRACKING_TOKEN``) to the store. ``--video DIR`` records every episode with gymnasium's
+RecordVideo (``render_mode=rgb_array``; needs the ``video`` extra: moviepy, and pygame for the classic-control
+envs).
 
 The first episode's reset is seeded with ``seed`` (default: the run's seed + 1000, so evaluation episodes are
 not the training run's first episodes); the following resets continue the env's generator, as gymnasium does.
@@ -21,6 +23,7 @@ import json
 import math
 import os
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -144,12 +147,11 @@ def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, vi
                          "mlflow_run_id": run_id, **multiagent})
     if write:
         path = restored.run_dir / "eval.json"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        _write_json(path, result.to_json())
         result.extra["eval_json"] = str(path)
         if run_id is not None:
-            _log_to_mlflow(uri, run_id, result, restored.env_steps, path)
+            result.extra["mlflow_eval_run_id"] = _log_to_mlflow(uri, run_id, result, restored.env_steps, path)
+            _write_json(path, result.to_json())  # with the evaluation run's id
         elif (restored.state.get("mlflow") or {}).get("run_id"):
             saved = redact_uri((restored.state.get("mlflow") or {}).get("tracking_uri"))
             warn(f"MLflow: the run's MLflow run is in the tracking store {saved}, not in this command's "
@@ -157,6 +159,11 @@ def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, vi
                  f"{target} tracking_uri=<that store's URI>.")
     return result
 
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
 
 
 def _play(restored: Any, episodes: int, seed: int, video_dir: Path | None) -> tuple[list[float], list[int]]:
@@ -172,19 +179,33 @@ def _play(restored: Any, episodes: int, seed: int, video_dir: Path | None) -> tu
         env.close()
 
 
-def _log_to_mlflow(uri: str, run_id: str, result: EvalResult, step: int, path: Path) -> None:
-    """``eval/return_mean`` and ``eval/return_std`` at the checkpoint's env step, and eval.json as an artifact;
-    a failure is a warning (eval.json has the numbers)."""
+def _log_to_mlflow(uri: str, run_id: str, result: EvalResult, step: int, path: Path) -> str | None:
+    """The evaluation as an MLflow run of its own in the training run's experiment, nested under it
+    (``mlflow.parentRunId``), so that logging it later leaves the training run's duration and status alone:
+    ``eval/return_mean`` and ``eval/return_std`` at the checkpoint's env step, the episodes and seed as params,
+    eval.json as an artifact. Its run id, or None after a warning (eval.json has the numbers)."""
+    eval_run_id = None
     try:
+        from mlflow.entities import Metric, Param
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=uri)
-        client.log_metric(run_id, "eval/return_mean", result.return_mean, step=step)
-        client.log_metric(run_id, "eval/return_std", result.return_std, step=step)
-        client.log_artifact(run_id, str(path))
+        trained = client.get_run(run_id).info
+        tags = {"mlflow.parentRunId": run_id, "rlrun.evaluates": run_id}
+        eval_run = client.create_run(trained.experiment_id, run_name=f"eval-{trained.run_name}", tags=tags)
+        eval_run_id = eval_run.info.run_id
+        now = int(time.time() * 1000)
+        client.log_batch(eval_run_id, metrics=[Metric("eval/return_mean", result.return_mean, now, step),
+                                               Metric("eval/return_std", result.return_std, now, step)],
+                         params=[Param("episodes", str(len(result.returns))), Param("seed", str(result.seed)),
+                                 Param("checkpoint_env_steps", str(step))])
+        client.log_artifact(eval_run_id, str(path))
+        client.set_terminated(eval_run_id, status="FINISHED")
+        return eval_run_id
     except Exception as e:  # noqa: BLE001 - MLflow never loses the result: it is in eval.json
-        print(f"rlrun: warning: MLflow: could not log the evaluation to run {run_id} at {redact_uri(uri)}: "
+        print(f"rlrun: warning: MLflow: could not record the evaluation of run {run_id} at {redact_uri(uri)}: "
               f"{' '.join(str(e).split())[:300]}", file=sys.stderr)
+        return None
 
 
 def main(argv: Sequence[str]) -> None:

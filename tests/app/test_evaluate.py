@@ -65,8 +65,16 @@ def test_rlrun_eval_records_the_mean_score(trained_run: Path, tmp_path: Path) ->
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=store)
-    history = client.get_metric_history(result["mlflow_run_id"], "eval/return_mean")
+    evaluation = client.get_run(result["mlflow_eval_run_id"])
+    trained = client.get_run(result["mlflow_run_id"])
+    history = client.get_metric_history(evaluation.info.run_id, "eval/return_mean")
     assert [(m.step, m.value) for m in history] == [(800, pytest.approx(np.mean(expected)))]
+    # its own run, nested under the training run, which it leaves as it ended
+    assert evaluation.data.tags["mlflow.parentRunId"] == trained.info.run_id
+    assert evaluation.info.run_name == f"eval-{trained.info.run_name}" and evaluation.info.status == "FINISHED"
+    assert evaluation.data.params["episodes"] == "3" and evaluation.data.params["checkpoint_env_steps"] == "800"
+    assert "eval/return_mean" not in trained.data.metrics
+    assert trained.info.end_time < evaluation.info.start_time
 
 
 def test_evaluation_is_greedy_and_seeded(trained_run: Path) -> None:
