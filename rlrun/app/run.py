@@ -272,6 +272,23 @@ def _task_overrides() -> list[str]:
     return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
+# Overrides the default run name already shows (algo, env id, seed), or that name where a run goes, not what it is.
+_NAMED_ALREADY = ("algo", "env", "env.id", "seed", "run_name", "resume", "hydra.")
+
+
+def tracking_name(run_name: str, overrides: Sequence[str]) -> str:
+    """The name the trackers show for a run: ``run_name``, followed by the command line's other overrides unless the
+    command set ``run_name`` itself (``dqn-CartPole-v1-seed0 algo.lr=0.003``), so that runs which differ in a key are
+    told apart in MLflow's run list (their run directories already differ by time)."""
+    keys = [o.lstrip("+~").partition("=")[0] for o in overrides]
+    if "run_name" in keys:
+        return run_name
+    shown = [o.lstrip("+") for o, k in zip(overrides, keys, strict=True)
+             if not (k in _NAMED_ALREADY or k.startswith(_NAMED_ALREADY[-1]))]
+    name = " ".join([run_name, *shown])
+    return name if len(name) <= 250 else name[:249] + "…"  # MLflow's limit on a run name's length
+
+
 def _resumed_config(cfg: DictConfig, overrides: Sequence[str] | None) -> tuple[DictConfig, Path, dict[str, Any]]:
     """The config, run directory and checkpoint state of ``resume=<run dir or checkpoint>``."""
     path = ckpt.find_checkpoint(str(cfg.resume))
@@ -366,7 +383,8 @@ class Run:
             if resume_state is not None:  # before the loggers start: a checkpoint that does not fit changes nothing
                 _restore(resume_state, self.algo, self.executor, self.loop)
             self.evaluator = _make_evaluator(cfg, self.env_factory, self.algo, self.loop.env_steps, resume_state)
-            self.logger = MetricsLogger.from_config(cfg.logger, run_dir, str(cfg.run_name), cfg.stop.env_steps)
+            self.logger = MetricsLogger.from_config(cfg.logger, run_dir, tracking_name(str(cfg.run_name),
+                                                    _task_overrides()), cfg.stop.env_steps)
             self.logger.log_params(flatten_config(cfg))
         except BaseException:
             self.algo.stop()

@@ -47,6 +47,9 @@ def test_short_run_writes_summary_tensorboard_and_mlflow(workdir: Path) -> None:
     assert [r.info.run_id for r in runs] == [summary["mlflow_run_id"]]
     run = runs[0]
     assert run.info.status == "FINISHED"
+    # named by its overrides too; the default name shows the algo, env and seed already
+    assert run.info.run_name == ("dqn-CartPole-v1-seed3 stop.env_steps=300 algo.learning_starts=100 executor=local "
+                                 "device=cpu algo.lr=0.00123")
     assert run.data.params["algo.lr"] == "0.00123"  # the command line's, not the default 0.001
     assert run.data.params["seed"] == "3" and run.data.params["env.id"] == "CartPole-v1"
     assert run.data.metrics["counters/env_steps"] == summary["env_steps"]
@@ -178,3 +181,18 @@ def test_the_run_log_holds_the_progress_and_mlflow_says_nothing_on_stderr(workdi
     logged = [ln.split("[rlrun.progress][INFO] - ", 1)[1] for ln in log.read_text().splitlines()
               if "[rlrun.progress][INFO] - " in ln]
     assert logged == shown
+
+
+@pytest.mark.parametrize("overrides, name", [
+    ([], "ppo-CartPole-v1-seed0"),
+    (["algo=ppo", "env=cartpole", "seed=0", "+algo.clip=0.1", "hydra.run.dir=x"],
+     "ppo-CartPole-v1-seed0 algo.clip=0.1"),
+    (["env.id=Acrobot-v1", "executor=ray", "~logger.mlflow"], "ppo-CartPole-v1-seed0 executor=ray ~logger.mlflow"),
+    (["run_name=mine", "algo.lr=1"], "ppo-CartPole-v1-seed0"),  # the user's own name, as given
+    ([f"algo.hidden_sizes=[{','.join(['64'] * 80)}]"], None),  # cut to MLflow's 250 characters
+])
+def test_the_tracking_name_adds_the_overrides_the_run_name_does_not_show(overrides: list[str], name: str | None):
+    from rlrun.app.run import tracking_name
+
+    got = tracking_name("ppo-CartPole-v1-seed0", overrides)
+    assert got == name if name is not None else (len(got) == 250 and got.endswith("…"))
