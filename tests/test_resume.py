@@ -394,6 +394,27 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_last_checkpoint_resumes
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] >= steps + 1000
 
 
+def test_a_disk_filled_by_the_trackers_stops_the_run_with_a_line_not_a_traceback(small_disk: Path,
+                                                                                 tmp_path: Path) -> None:
+    """The MLflow store and the run directory on one small disk that MLflow's metrics and TensorBoard's events fill
+    before any checkpoint is due: MLflow fails over to its fallback store and then turns off (a warning line each),
+    and the run stops at TensorBoard's failed write with one error line naming the disk, exit 2, no traceback
+    (neither the run's nor TensorBoard's writer thread's)."""
+    run_dir = small_disk / "run"
+    args = [f"hydra.run.dir={run_dir}", f"logger.mlflow.tracking_uri=sqlite:///{small_disk / 'mlflow.db'}",
+            "stop.env_steps=20000", "checkpoint.interval_env_steps=20000", "logger.report_interval_s=0",
+            "logger.mlflow.flush_interval_s=0", "export.formats=[]"]
+    subprocess.run(["mount", "-o", "remount,size=1200k", str(small_disk)], check=True)  # room for MLflow's tables
+    proc = run_rlrun(args, tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert all(line.startswith("rlrun: warning: MLflow: ") for line in lines[:-1]), proc.stderr
+    assert lines[-1].startswith(f"rlrun: error: cannot write to the run directory {run_dir}: No space left on "
+                                f"device"), proc.stderr
+    assert lines[-1].endswith(f"free some space, then rlrun resume={run_dir}")
+
+
 def test_the_saved_config_is_data_no_interpolation_resolves(reference_run: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A checkpoint whose saved config holds ${oc.env:...} (a saved config is resolved when written, so someone

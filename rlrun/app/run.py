@@ -29,6 +29,7 @@ consistent); a second one stops it at once, keeping the last checkpoint written 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -115,6 +116,9 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, path)
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # the errors of a write that room on the disk would let through
 
 
 def _free_space(folder: Path) -> str:
@@ -272,19 +276,22 @@ def _task_overrides() -> list[str]:
     return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
-# Overrides the default run name already shows (algo, env id, seed), or that name where a run goes, not what it is.
-_NAMED_ALREADY = ("algo", "env", "env.id", "seed", "run_name", "resume", "hydra.")
+# Overrides the default run name shows already (algo, env id, seed), and those that say where a run's outputs go
+# and which it keeps rather than how it learns.
+_NOT_IN_NAME = {"algo", "env", "env.id", "seed", "run_name", "resume", "logger", "checkpoint", "export"}
+_NOT_IN_NAME_PREFIXES = ("hydra.", "logger.", "checkpoint.", "export.")
 
 
 def tracking_name(run_name: str, overrides: Sequence[str]) -> str:
     """The name the trackers show for a run: ``run_name``, followed by the command line's other overrides unless the
     command set ``run_name`` itself (``dqn-CartPole-v1-seed0 algo.lr=0.003``), so that runs which differ in a key are
-    told apart in MLflow's run list (their run directories already differ by time)."""
+    told apart in MLflow's run list (their run directories already differ by time). Not in it: what the default name
+    shows, and the ``logger``, ``checkpoint``, ``export`` and ``hydra`` keys."""
     keys = [o.lstrip("+~").partition("=")[0] for o in overrides]
     if "run_name" in keys:
         return run_name
     shown = [o.lstrip("+") for o, k in zip(overrides, keys, strict=True)
-             if not (k in _NAMED_ALREADY or k.startswith(_NAMED_ALREADY[-1]))]
+             if not (k in _NOT_IN_NAME or k.startswith(_NOT_IN_NAME_PREFIXES))]
     name = " ".join([run_name, *shown])
     return name if len(name) <= 250 else name[:249] + "…"  # MLflow's limit on a run name's length
 
@@ -445,6 +452,13 @@ class Run:
             except PlacementError as e:  # the cluster lost a node and has no room left: keep what the learner has
                 stop_reason, status = "error", "FAILED"
                 error = PlacementError(f"{e} {self._checkpoint_after_loss()}")
+            except OSError as e:
+                stop_reason, status = "error", "FAILED"
+                error = e
+                if e.errno in DISK_FULL:  # a log or event file, not the checkpoint (write_checkpoint says that)
+                    error = StorageError(f"cannot write to the run directory {self.run_dir}: {e.strerror} "
+                                         f"({_free_space(self.run_dir)}). The run stopped; {self._kept()}: free "
+                                         f"some space, then rlrun resume={self.run_dir}")
             except BaseException as e:  # noqa: BLE001 - recorded in summary.json and the loggers, then raised
                 stop_reason, status, error = "error", "FAILED", e
         return stop_reason, status, error

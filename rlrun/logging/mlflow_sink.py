@@ -169,8 +169,10 @@ class MLflowSink:
     def __init__(self, cfg: Any, run_dir: Path, run_name: str) -> None:
         import mlflow  # noqa: F401 - the heavy import, only when MLflow logging is on
 
-        for name in ("mlflow.store.db.utils", "alembic.runtime.migration"):  # a new store's table-creation notes
-            logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)  # a new store's table-creation notes
+        # The SQL store's notes, and the traceback it logs for an error it then raises: the sink reports that error
+        # itself, in one line (a full disk, say), and fails over.
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
         self.cfg = cfg
         self.run_dir = Path(run_dir)
@@ -299,19 +301,19 @@ class MLflowSink:
     def _fail_over(self, error: BaseException) -> None:
         """Continue in the local fallback store: a new run there with the params, tags and artifacts so far."""
         folder = (self.run_dir / FALLBACK_DIR).resolve()
-        folder.mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{folder / 'mlflow.db'}"
         warn(f"MLflow: {one_line(error, 300)}. The run goes on; its MLflow data goes to the local fallback store {uri} "
-             f"(browse it with: mlflow ui --backend-store-uri {uri}); TensorBoard is unaffected.")
+             f"(browse it with: rlrun ui --store {uri}); TensorBoard is unaffected.")
         self.tags["rlrun.intended_tracking_uri"] = redact_uri(self.primary_uri)
         self.tags["rlrun.artifacts"] = "the files of the run directory (rlrun.run_dir) are its artifacts"
         if self.run_id:
             self.tags["rlrun.intended_run_id"] = self.run_id
-        (folder / "fallback.json").write_text(json.dumps(
-            {"reason": redact_text(one_line(error, 300)), "intended_tracking_uri": redact_uri(self.primary_uri),
-             "intended_run_id": self.run_id, "fallback_tracking_uri": uri}, indent=2) + "\n")
         self.fallback_uri = self.tracking_uri = uri
-        try:
+        try:  # on the run directory's disk, which may be the full one: a failure turns MLflow off, nothing more
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "fallback.json").write_text(json.dumps(
+                {"reason": redact_text(one_line(error, 300)), "intended_tracking_uri": redact_uri(self.primary_uri),
+                 "intended_run_id": self.run_id, "fallback_tracking_uri": uri}, indent=2) + "\n")
             self.client, experiment_id = connect(uri, self.cfg.experiment)
             self._start_run(experiment_id, None)
             if self.params:

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rlrun.logging.fanout import RunContext
+
+
+def _writer_thread_errors_once(args: Any, previous: Any = threading.excepthook) -> None:
+    """``threading.excepthook`` without the traceback of TensorBoard's writer thread when a write fails (a full
+    disk): TensorBoard raises that error again in the run's next ``add_*`` call, where the run reports it in one
+    line. Every other thread's error goes to the hook as before."""
+    if type(args.thread).__name__ == "_AsyncWriterThread" and isinstance(args.exc_value, OSError):
+        return
+    previous(args)
 
 
 class TensorBoardSink:
@@ -20,6 +30,8 @@ class TensorBoardSink:
 
         self.log_dir = Path(run_dir) / "tensorboard"
         self.writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=int(cfg.flush_secs))
+        if threading.excepthook is threading.__excepthook__:  # the default: not replaced by someone else
+            threading.excepthook = _writer_thread_errors_once
         self.params: dict[str, Any] = {}
         self.scalar_tags: set[str] = set()
 

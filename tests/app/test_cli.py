@@ -187,7 +187,8 @@ def test_the_run_log_holds_the_progress_and_mlflow_says_nothing_on_stderr(workdi
     ([], "ppo-CartPole-v1-seed0"),
     (["algo=ppo", "env=cartpole", "seed=0", "+algo.clip=0.1", "hydra.run.dir=x"],
      "ppo-CartPole-v1-seed0 algo.clip=0.1"),
-    (["env.id=Acrobot-v1", "executor=ray", "~logger.mlflow"], "ppo-CartPole-v1-seed0 executor=ray ~logger.mlflow"),
+    (["env.id=Acrobot-v1", "executor=ray", "~algo.clip", "logger.mlflow.tracking_uri=x", "checkpoint.keep_last=2"],
+     "ppo-CartPole-v1-seed0 executor=ray ~algo.clip"),
     (["run_name=mine", "algo.lr=1"], "ppo-CartPole-v1-seed0"),  # the user's own name, as given
     ([f"algo.hidden_sizes=[{','.join(['64'] * 80)}]"], None),  # cut to MLflow's 250 characters
 ])
