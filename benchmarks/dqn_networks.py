@@ -99,7 +99,7 @@ def bare_input(obs: torch.Tensor, network: str) -> torch.Tensor:
     one), vectors as float. Frames go in the memory layout rlrun's image torsos give their convolutions on the CPU
     (their ``conv_layout``: channels-last when gradients are recorded, and when acting for the IMPALA ResNet), so the
     two sides run the same kernels and the comparison is the API's cost alone; the layout's own gain is measured
-    apart (docs/results/performance.md, "Convolutions channels-last on the CPU")."""
+    apart (docs/devices.md, "Convolutions get their images channels-last")."""
     if network in ("nature_cnn", "impala_resnet"):
         obs = obs.reshape(-1, *obs.shape[-3:])
         obs = {"nature_cnn": NatureCNN, "impala_resnet": ImpalaResNet}[network].conv_layout(obs)

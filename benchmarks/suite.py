@@ -108,7 +108,14 @@ class Benchmark:
     goals: dict[str, float] = field(default_factory=dict)
     """Ratio-figure pattern -> the issue's goal (a lower bound), shown in tables."""
     headline: tuple[str, ...] = ()
-    """Figure patterns shown in README's Performance table (all figures go to the JSON and Markdown files)."""
+    """Figure patterns shown on the Performance page, a row each, where ``table`` is empty (all figures go to the
+    JSON and Markdown files)."""
+    title: str = ""
+    """The question the benchmark answers, as the Performance page heads its table (default: its name)."""
+    table: tuple[tuple[str, str], ...] = ()
+    """The Performance page's table: (column heading, figure pattern) pairs, the pattern naming the parts that
+    make a row in braces (``samples_per_s/{case}/rlrun``): a row per value of those parts, a column per pair, so a
+    reader compares cases along a row instead of reading one figure per line."""
     derive: Callable[[dict[str, Any]], dict[str, float]] | None = None
     """Extra same-run ratios computed from the module's figures (e.g. speed ratios from overheads)."""
     timeout_s: float = 900.0
@@ -153,7 +160,11 @@ SUITE: tuple[Benchmark, ...] = (
         ci_args=("--quick",),
         compared=("ratio/samples_per_cpu_s/*",), tolerances={"ratio/*": 0.2},
         goals={"ratio/*": 0.9},
-        headline=("samples_per_s/*/rlrun", "ratio/*")),
+        headline=("samples_per_s/*/rlrun", "ratio/*"),
+        title="The learner against bare PyTorch",
+        # per CPU-second: the ratio CI compares (wall-clock samples/s moves with whatever else shares the cores)
+        table=(("rlrun samples/s", "samples_per_s/{case}/rlrun"),
+               ("rlrun / bare PyTorch, per CPU-second", "ratio/samples_per_cpu_s/{case}/rlrun_vs_bare"))),
     Benchmark(
         "time_to_threshold", "benchmarks.time_to_threshold",
         "CartPole-v1 to a mean return of 450 and 475 (20 episodes): wall time and env steps, median over seeds, "
@@ -162,6 +173,9 @@ SUITE: tuple[Benchmark, ...] = (
         ci_args=("--quick",),
         tolerances={"fraction_reached/*": 0.35},
         headline=("time_s/*", "env_steps/*", "fraction_reached/*", "ratio/*"),
+        title="CartPole-v1 to a mean return of 450 and 475",
+        table=(("wall time (s)", "time_s/{algo}/{return}"), ("env steps", "env_steps/{algo}/{return}"),
+               ("fraction of seeds that reached it", "fraction_reached/{algo}/{return}")),
         timeout_s=1800),
     Benchmark(
         "peers", "benchmarks.peers",
@@ -176,6 +190,13 @@ SUITE: tuple[Benchmark, ...] = (
         goals={"ratio/cartpole_ppo/time_to_450/sb3_over_rlrun": 2.0},
         headline=("ratio/*", "*/time_to_450_s", "*/first_episode_s", "*/peak_rss_mib", "*/frames_per_s",
                   "*/startup_s", "*/wall_s", "*/final_return"),
+        title="rlrun beside its peers, seed 0",
+        table=(("time to 450 (s)", "{task}/{contender}/time_to_450_s"),
+               ("its time / rlrun's", "ratio/{task}/time_to_450/{contender}_over_rlrun"),
+               ("frames/s", "{task}/{contender}/frames_per_s"),
+               ("rlrun's frames/s / its", "ratio/{task}/frames_per_s/rlrun_over_{contender}"),
+               ("start-up (s)", "{task}/{contender}/first_episode_s"), ("start-up (s)", "{task}/{contender}/startup_s"),
+               ("peak RSS (MiB)", "{task}/{contender}/peak_rss_mib")),
         timeout_s=5400),
     Benchmark(
         "training_parts", "benchmarks.training_parts",

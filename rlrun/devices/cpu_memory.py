@@ -6,7 +6,7 @@ mmap threshold with ``mmap`` and returns them with ``munmap`` (and trims the hea
 so every minibatch faults its pages in again from the kernel. ``reuse`` tells glibc to serve every block from the
 heap (``M_MMAP_MAX`` 0) and to keep freed memory (``M_TRIM_THRESHOLD`` 1 GiB): the pages are faulted in once and
 reused: a PPO update on Pong takes about a fifth less time for about a tenth more peak memory (the figures:
-benchmarks/results/, docs/results/performance.md). Setting only the trim threshold is worse than glibc's defaults:
+benchmarks/results/, docs/devices.md). Setting only the trim threshold is worse than glibc's defaults:
 it also switches off glibc's dynamic mmap threshold.
 
 ``system`` leaves glibc's defaults. The settings are process-wide and cannot be taken back within the process.

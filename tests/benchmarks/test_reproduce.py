@@ -56,6 +56,24 @@ def test_atari_groups_name_the_game_and_cpu_runs_have_a_wall_budget() -> None:
     assert "stop.wall_time_s=1350" not in ppo_cpu.sweep_overrides(smoke=True)
 
 
+def test_a_run_its_wall_time_stopped_early_is_not_shown_as_a_result() -> None:
+    """The compact table: an Atari run that 22.5 minutes on a CPU stopped at 2% of CleanRL's 10M steps scores what
+    an untrained agent scores; its row stays, saying how far it got instead of the score, while a run that reached
+    its budget shows its return; the line above the table names the runs' hardware and dates."""
+    committed = ROOT / "benchmarks" / "results" / "reproduce"
+    rows = rp.build_rows("atari-cpu", committed, rp.load_references(), gpu=False)
+    pong = next(r for r in rows if r["group"] == "ppo" and r["env"] == "Pong")
+    assert rp.stopped_short(pong) == pytest.approx(214_016 / 10_000_000)
+    block = rp.readme_block("atari-cpu", rows)
+    assert "| ppo | Pong | 214,016 reached in 22.5 min | not measured: its 22.5-min wall time stopped it at 2% of " \
+           "the budget |" in block
+    assert "-20.6" not in block and len([r for r in rows if rp.stopped_short(r)]) == 4
+    assert "`rlrun-bench reproduce atari-cpu`: AMD EPYC, 2 cores, torch 2.13.0+cpu, 2026-" in block
+    finished = {**pong, "env_steps": [10_000_000]}  # the same row had it reached the budget
+    assert rp.stopped_short(finished) is None and "-20.6 ± 0.0 (1)" in rp.readme_block("atari-cpu", [finished])
+    assert "`rlrun-bench reproduce atari-cpu`: no run yet." in rp.readme_block("atari-cpu", [])
+
+
 def test_missing_pairs_become_sweeps(tmp_path: Path) -> None:
     group = rp.Group("g", "ppo", "mujoco", ("A-v5", "B-v5"), (0, 1, 2), 1000)
     assert rp.missing_sweeps(tmp_path, "s", group) == [(("A-v5", "B-v5"), (0, 1, 2))]
