@@ -138,3 +138,14 @@ def test_the_primary_config_sets_no_run_default() -> None:
     """conf/config.yaml chooses the groups and Hydra's settings; every run-level default is RunConfig's."""
     raw = OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml"), resolve=False)
     assert set(raw) <= {"defaults", "hydra"}
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+@pytest.mark.parametrize("algo", sorted(p.stem for p in ALGO_FILES))
+def test_every_algo_env_and_executor_choice_composes(algo: str, executor: str) -> None:
+    """Every option of algo x env x executor composes (a preset's keys exist in the executor it meets: a preset that
+    set executor.num_envs broke executor=ray); whether the run then accepts the combination is validate's call."""
+    from rlrun.config import compose
+
+    for env in sorted(p.stem for p in (CONF / "env").glob("*.yaml")):
+        compose([f"algo={algo}", f"env={env}", f"executor={executor}"], check=False)
