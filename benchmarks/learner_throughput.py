@@ -74,6 +74,7 @@ from benchmarks.dqn_networks import (
     torso_width,
 )
 from rlrun import spaces as sp
+from rlrun.execution.rollout import Rollout
 
 SEED = 0
 CPU = torch.device("cpu")
@@ -280,7 +281,8 @@ def bare_actor_critic(network: Any, obs_space: sp.Box, num_actions: int) -> Bare
 
 def atari_rollout(policy: Callable[[torch.Tensor], torch.Tensor], obs_space: sp.Box, num_actions: int, T: int,
                   B: int, seed: int = 0, device: torch.device = CPU) -> dict[str, torch.Tensor]:
-    """A time-major rollout ``[T, B, ...]`` as ``rollout_from_samples`` makes it: random frames, actions drawn
+    """A time-major rollout ``[T, B, ...]`` in the bare baselines' form (every step's ``next_obs`` stored; rlrun's
+    agents take it as :func:`as_rollout` makes it): random frames, actions drawn
     uniformly, behaviour log-probabilities = the current policy's plus noise (sd 0.1: a little policy lag, so
     ratios and V-trace weights are not all 1), rewards in {-1, 0, 1} (clipped Atari rewards, mostly 0), one
     termination and one time-limit truncation (so both code paths of the advantage estimators run). On
@@ -299,15 +301,21 @@ def atari_rollout(policy: Callable[[torch.Tensor], torch.Tensor], obs_space: sp.
     truncated[T // 2, B - 1] = True
     rewards = torch.as_tensor(rng.choice([-1.0, 0.0, 1.0], size=(T, B), p=[0.05, 0.9, 0.05]), dtype=torch.float32,
                               device=device)
-    done_at = (terminated | truncated).reshape(-1).nonzero().squeeze(1)
     return {"obs": frames[:T], "actions": actions, "rewards": rewards, "terminated": terminated,
-            "truncated": truncated, "log_prob": log_prob, "behaviour_logits": logits,
-            # rlrun's rollout form (rlrun/execution/sample_batch.py): where each copy goes on from after step T - 1
-            # and the final observations where episodes ended (here the random frames after those steps) ...
-            "last_obs": frames[T], "final_index": done_at,
-            "final_obs": frames[1:].reshape(T * B, *frames.shape[2:])[done_at],
-            # ... and every step's next observation, for the bare baselines
-            "next_obs": frames[1:]}
+            "truncated": truncated, "log_prob": log_prob, "behaviour_logits": logits, "next_obs": frames[1:]}
+
+
+def as_rollout(steps: dict[str, torch.Tensor]) -> Rollout:
+    """:func:`atari_rollout`'s steps as rlrun's learners take them (rlrun/execution/rollout.py): where each copy goes
+    on from after step T - 1 and the final observations where episodes ended (here the random frames after those
+    steps) instead of every step's next observation."""
+    next_obs, (T, B) = steps["next_obs"], steps["rewards"].shape
+    done_at = (steps["terminated"] | steps["truncated"]).reshape(-1).nonzero().squeeze(1)
+    final_obs = next_obs.reshape(T * B, *next_obs.shape[2:])[done_at]
+    return Rollout(obs=steps["obs"], last_obs=next_obs[-1], final_obs=final_obs, final_index=done_at,
+                   actions=steps["actions"], rewards=steps["rewards"], terminated=steps["terminated"],
+                   truncated=steps["truncated"],
+                   extras={"log_prob": steps["log_prob"], "behaviour_logits": steps["behaviour_logits"]})
 
 
 def bare_gae(value_of: Callable[[torch.Tensor], torch.Tensor], rollout: dict[str, torch.Tensor], gamma: float,
@@ -401,7 +409,8 @@ def ppo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.devi
         state["env_steps"] += T * B
         return {"loss": loss}
 
-    return Pair(lambda: agent.update(rollout), bare, T * B)
+    batch = as_rollout(rollout)
+    return Pair(lambda: agent.update(batch), bare, T * B)
 
 
 def a2c_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.device = CPU) -> Pair:
@@ -438,7 +447,8 @@ def a2c_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.devi
         state["env_steps"] += T * B
         return {"loss": loss.detach()}
 
-    return Pair(lambda: agent.update(rollout), bare, T * B)
+    batch = as_rollout(rollout)
+    return Pair(lambda: agent.update(batch), bare, T * B)
 
 
 # ---------------------------------------------------------------------------------------------------- TRPO
@@ -535,7 +545,8 @@ def trpo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.dev
         return {"loss/value": sum(value_losses) / len(value_losses), "policy/kl": kl_now,
                 "policy/step_fraction": fraction}
 
-    return Pair(lambda: agent.update(rollout), bare, T * B, ("loss/value", "policy/kl", "policy/step_fraction"),
+    batch = as_rollout(rollout)
+    return Pair(lambda: agent.update(batch), bare, T * B, ("loss/value", "policy/kl", "policy/step_fraction"),
                 rtol=1e-3)
 
 
@@ -620,7 +631,8 @@ def impala_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.d
         state["env_steps"] += T * B
         return {"loss": loss.detach()}
 
-    return Pair(lambda: agent.update(rollout), bare, T * B)
+    batch = as_rollout(rollout)
+    return Pair(lambda: agent.update(batch), bare, T * B)
 
 
 def appo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.device = CPU) -> Pair:
@@ -659,7 +671,8 @@ def appo_pair(agent: Any, cfg: Any, spec: Any, T: int, B: int, device: torch.dev
         state["env_steps"] += T * B
         return {"loss": total / cfg.num_epochs}
 
-    return Pair(lambda: agent.update(rollout), bare, T * B)
+    batch = as_rollout(rollout)
+    return Pair(lambda: agent.update(batch), bare, T * B)
 
 
 # ---------------------------------------------------------------------------------------------------- Ape-X

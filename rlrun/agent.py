@@ -48,10 +48,10 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.algos.on_policy import rollout_from_steps
 from rlrun.checkpoint import read_plain_data
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
+from rlrun.execution.rollout import Rollout
 from rlrun.export import export_onnx, export_torchscript
 from rlrun.registry import registry
 
@@ -190,7 +190,7 @@ class Agent:
             if not self._steps:
                 raise RuntimeError("update(): no steps observe()'d since the last update")
             steps, self._steps = self._steps, []
-            info = self.component.update(rollout_from_steps(steps, self.observation_space, self.device))
+            info = self.component.update(Rollout.from_steps(steps, self.observation_space, self.device))
         return {k: float(v) for k, v in info.items() if _is_scalar(v)}
 
     def get_weights(self) -> Any:

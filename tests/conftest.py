@@ -11,10 +11,14 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 import torch
+
+if TYPE_CHECKING:
+    from rlrun.execution.rollout import Rollout
 
 # One torch thread in the test process, as every run has (device.torch_threads=1): tests that build agents without
 # run_experiment otherwise get a thread per core, which on a busy 2-core machine made small updates ~7x slower.
@@ -132,16 +136,18 @@ def assert_all_grads(module: torch.nn.Module) -> None:
         assert p.grad.abs().sum() > 0, f"{name} got an all-zero gradient"
 
 
-def rollout_form(rollout: dict) -> dict:
-    """A hand-made time-major rollout with ``next_obs`` ``[T, B, ...]`` (tensors) in the form the learners take
-    (rlrun/execution/sample_batch.py): ``next_obs`` replaced by ``last_obs`` (its last step) and the final
-    observations of the steps where an episode ended (``final_obs`` at the flat steps ``final_index``)."""
-    out = {k: v for k, v in rollout.items() if k != "next_obs"}
+def rollout_form(rollout: dict) -> Rollout:
+    """A hand-made time-major rollout, a dict of tensors with ``next_obs`` ``[T, B, ...]`` (every step's real next
+    observation), as the learners take it (rlrun/execution/rollout.py): ``next_obs`` kept as ``last_obs`` (its last
+    step) and the final observations of the steps where an episode ended (``final_obs`` at the flat steps
+    ``final_index``); the keys other than the named fields are the acting extras."""
+    from rlrun.execution.rollout import Rollout
+
     next_obs = rollout["next_obs"]
     T, B = rollout["rewards"].shape
     done = (rollout["terminated"].bool() | rollout["truncated"].bool()).reshape(-1)
     index = done.nonzero().squeeze(1)
-    out["last_obs"] = next_obs[-1]
-    out["final_obs"] = next_obs.reshape(T * B, *next_obs.shape[2:])[index]
-    out["final_index"] = index
-    return out
+    named = ("obs", "actions", "rewards", "terminated", "truncated")
+    return Rollout(**{k: rollout[k] for k in named}, last_obs=next_obs[-1],
+                   final_obs=next_obs.reshape(T * B, *next_obs.shape[2:])[index], final_index=index,
+                   extras={k: v for k, v in rollout.items() if k not in (*named, "next_obs")})

@@ -30,12 +30,13 @@ import torch
 
 from rlrun.algos.a2c_config import A2CConfig
 from rlrun.algos.base import IterationResult, learner_metrics
-from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan, rmsprop_or_adam, rollout_from_samples
+from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan, rmsprop_or_adam
 from rlrun.components.base import api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.optimizers import optimizer_step
 from rlrun.components.policy_losses import a2c_loss
 from rlrun.envs.gym_env import EnvSpec
+from rlrun.execution.rollout import Rollout
 from rlrun.ops import explained_variance, flatten_time, truncation_aware_gae
 
 MODES = ("sync", "async")
@@ -54,13 +55,13 @@ class A2CAgent(OnPolicyAgent):
         """``optimizer``: one RMSProp (Mnih et al. 2016; alpha 0.99) or Adam step per rollout."""
         self.optimizer = rmsprop_or_adam(cfg, self.network.parameters())
 
-    def loss_fn(self, rollout: dict[str, Any]) -> tuple[Any, dict[str, Any], torch.Tensor, torch.Tensor]:
+    def loss_fn(self, rollout: Rollout) -> tuple[Any, dict[str, Any], torch.Tensor, torch.Tensor]:
         """``(loss_fn, data, values, returns)`` for a time-major rollout: n-step / GAE advantages under the current
         weights, the flat ``data`` rows (obs, actions, advantages, returns) and ``loss_fn(rows) -> (loss, info)``,
         the A2C loss averaged over the rows."""
         values, adv, ret = self.advantages(rollout)
-        actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        data = flatten_time({"obs": rollout["obs"], "actions": actions, "advantages": adv, "returns": ret})
+        actions = rollout.extras["raw_action"] if self.continuous else rollout.actions
+        data = flatten_time({"obs": rollout.obs, "actions": actions, "advantages": adv, "returns": ret})
         cfg = self.cfg
 
         def loss_fn(rows: dict[str, Any]) -> tuple[torch.Tensor, dict]:
@@ -74,9 +75,9 @@ class A2CAgent(OnPolicyAgent):
         return loss_fn, data, values, data["returns"]
 
     @api
-    def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
+    def update(self, batch: Rollout | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
-        update): keys as ``rollout_from_samples`` makes them (and raw_action for Box actions).
+        update; with the extra raw_action for Box actions).
         n-step / GAE advantages under the current weights, then one gradient step on the A2C loss over all
         ``T * B`` steps (through the device strategy's update if set; with ``normalize_advantage`` each replica
         normalises its own shard's advantages)."""
@@ -93,17 +94,17 @@ class A2CAgent(OnPolicyAgent):
         info["value/explained_variance"] = explained_variance(values.flatten(), ret)
         return info
 
-    def one_pass_loss(self, rollout: dict[str, Any]) -> tuple[torch.Tensor, dict, torch.Tensor, torch.Tensor]:
+    def one_pass_loss(self, rollout: Rollout) -> tuple[torch.Tensor, dict, torch.Tensor, torch.Tensor]:
         """``(loss, info, values, returns)``: the A2C loss over the whole rollout with *one* forward pass, whose
         detached values feed the advantages (the same numbers as :meth:`loss_fn`'s separate value pass at these
         weights, at half the forward work); only the bootstrap observations get a value pass of their own."""
-        T, B = rollout["rewards"].shape
-        actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        params, v = self.network(flatten_time(rollout["obs"]))
+        T, B = rollout.rewards.shape
+        actions = rollout.extras["raw_action"] if self.continuous else rollout.actions
+        params, v = self.network(flatten_time(rollout.obs))
         values = v.detach().reshape(T, B)
         with torch.no_grad():
-            adv, ret = truncation_aware_gae(rollout["rewards"].float(), values, self.bootstrap_values(rollout),
-                                            self.terminations(rollout), rollout["truncated"], self.cfg.gamma,
+            adv, ret = truncation_aware_gae(rollout.rewards.float(), values, self.bootstrap_values(rollout),
+                                            self.terminations(rollout), rollout.truncated, self.cfg.gamma,
                                             self.cfg.gae_lambda)
         dist = make_distribution(self.action_space, params)
         cfg = self.cfg
@@ -113,7 +114,7 @@ class A2CAgent(OnPolicyAgent):
                 "policy/entropy": t.entropy.detach()}
         return t.total, info, values, ret.reshape(-1)
 
-    def compute_gradients(self, rollout: dict[str, Any]) -> tuple[list[torch.Tensor], dict[str, Any]]:
+    def compute_gradients(self, rollout: Rollout) -> tuple[list[torch.Tensor], dict[str, Any]]:
         """The gradient of the A2C loss on ``rollout`` w.r.t. the network's parameters (in the optimizer's order),
         without a step: what an A3C worker sends; ``info`` as :meth:`update`'s, for the learner to log."""
         loss, info, values, ret = self.one_pass_loss(rollout)
@@ -148,7 +149,7 @@ class A3CWorkerAgent(A2CAgent):
     the A2C loss on it in the worker (``postprocess_batch``), sent in ``batch.info``."""
 
     def postprocess_batch(self, batch: Any) -> Any:
-        rollout = rollout_from_samples([batch], self.input_spaces["obs"], self.device)
+        rollout = Rollout.from_samples([batch], self.input_spaces["obs"], self.device)
         grads, info = self.compute_gradients(rollout)
         batch.info["gradients"] = [g.detach() for g in grads]
         batch.info["learn_info"] = {k: float(v) for k, v in info.items()}
@@ -182,7 +183,7 @@ class A2C(OnPolicyPlan):
             with self.timer("learn"):
                 grads = batch.info.get("gradients")
                 if grads is None:  # the worker acts with the learner's own agent: compute the gradient here
-                    rollout = rollout_from_samples([batch], self.spec.observation_space, self.device)
+                    rollout = Rollout.from_samples([batch], self.spec.observation_space, self.device)
                     grads, learn_info = self.agent.compute_gradients(rollout)
                     learn_info = {k: float(v) for k, v in learn_info.items()}
                 else:

@@ -31,6 +31,7 @@ from rlrun.components.policy_losses import (
     ppo_clip_loss,
     value_loss,
 )
+from rlrun.execution.rollout import Rollout
 from rlrun.ops import explained_variance, vtrace
 
 
@@ -111,15 +112,16 @@ class APPOAgent(IMPALAAgent):
     def __init__(self, cfg: APPOConfig, seed: int = 0, name: str = "appo_agent") -> None:
         super().__init__(cfg, seed, name)
 
-    def _behaviour(self, rollout: dict[str, Any]) -> Any:
+    def _behaviour(self, rollout: Rollout) -> Any:
         """The behaviour policy's distribution, from the parameters recorded while acting."""
         if self.continuous:
-            return make_distribution(self.action_space, (rollout["behaviour_mean"], rollout["behaviour_log_std"]))
-        return make_distribution(self.action_space, rollout["behaviour_logits"])
+            return make_distribution(self.action_space, (rollout.extras["behaviour_mean"],
+                                                         rollout.extras["behaviour_log_std"]))
+        return make_distribution(self.action_space, rollout.extras["behaviour_logits"])
 
     @api
-    def update(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """``num_epochs`` gradient steps on the APPO loss over the whole batch of unrolls (keys as for
+    def update(self, batch: Rollout) -> dict[str, Any]:
+        """``num_epochs`` gradient steps on the APPO loss over the whole batch of unrolls (with the extras of
         :meth:`IMPALAAgent.update`); V-trace targets recomputed at each. Returns the mean terms over the steps
         (``loss``: before each step) and ``gradient_steps``."""
         rollout, cfg = batch, self.cfg
@@ -132,7 +134,7 @@ class APPOAgent(IMPALAAgent):
         def loss_fn() -> tuple[torch.Tensor, dict]:
             dist, values, rewards, discounts, bootstrap = self._forward_terms(rollout, state0, first)
             kl = behaviour.kl(dist) if behaviour is not None else None
-            t = appo_loss(dist.log_prob(actions), rollout["log_prob"], rewards, discounts, values, bootstrap,
+            t = appo_loss(dist.log_prob(actions), rollout.extras["log_prob"], rewards, discounts, values, bootstrap,
                           dist.entropy(), kl, clip_eps=cfg.clip_eps, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
                           kl_coef=cfg.kl_coef if cfg.use_kl_loss else 0.0,
                           clip_rho_threshold=cfg.clip_rho_threshold, reduction=cfg.loss_reduction)
@@ -149,7 +151,7 @@ class APPOAgent(IMPALAAgent):
             for k, v in info.items():
                 totals[k] = totals.get(k, 0.0) + float(v)
         out: dict[str, Any] = {k: v / cfg.num_epochs for k, v in totals.items()}
-        self.env_steps += int(rollout["rewards"].numel())
+        self.env_steps += int(rollout.rewards.numel())
         self.updates += 1
         out["gradient_steps"] = cfg.num_epochs
         out["learn/lr"] = lr

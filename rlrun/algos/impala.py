@@ -45,7 +45,6 @@ from rlrun.algos.on_policy import (
     clip_to_bounds,
     policy_factory,
     rmsprop_or_adam,
-    rollout_from_samples,
 )
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
@@ -56,7 +55,8 @@ from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
-from rlrun.ops import explained_variance, map_nest, next_obs_rows
+from rlrun.execution.rollout import Rollout
+from rlrun.ops import explained_variance, map_nest
 
 State = tuple[torch.Tensor, ...] | None
 """A recurrent state: ``(h, c)`` of the LSTM core, then ``(h, c)`` of the critic's core when the critic has its
@@ -259,18 +259,18 @@ class IMPALAAgent(Component):
         """Put the learning rate into the optimizer (``lr``, annealed linearly to 0 when ``anneal_lr``)."""
         return self.lr_schedule.apply(self.optimizer, int(self.env_steps))
 
-    def _first_and_state(self, rollout: dict[str, Any]) -> tuple[torch.Tensor | None, State]:
+    def _first_and_state(self, rollout: Rollout) -> tuple[torch.Tensor | None, State]:
         """The learner's LSTM inputs: ``first`` [T, B] (step t starts an episode: ``done[t - 1]``; at t = 0 the
         recorded state is already reset) and the state recorded before each unroll's first step."""
         if not self.cfg.use_lstm:
             return None, None
-        done = rollout["terminated"] | rollout["truncated"]
+        done = rollout.done
         first = torch.zeros_like(done)
         first[1:] = done[:-1]
         n = len(self.network.initial_state(1))
-        return first, tuple(rollout[f"state_{i}"][0] for i in range(n))
+        return first, tuple(rollout.extras[f"state_{i}"][0] for i in range(n))
 
-    def targets_inputs(self, rollout: dict[str, Any], final_state: State, state0: State,
+    def targets_inputs(self, rollout: Rollout, final_state: State, state0: State,
                        first: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(rewards, discounts, bootstrap_value)`` for V-trace under the current weights (no gradient):
         ``discounts = gamma (1 - done)``; at a truncation (not a termination) the reward gets
@@ -278,53 +278,47 @@ class IMPALAAgent(Component):
         ``last_obs``, or the final observation where an episode ended at T - 1; with an LSTM: from the state after
         step T - 1)."""
         cfg = self.cfg
-        rewards = rollout["rewards"].float()
-        terminated = rollout["terminated"].to(rewards.dtype)
-        truncated_only = rollout["truncated"].to(rewards.dtype) * (1.0 - terminated)
-        done = torch.clamp(terminated + rollout["truncated"].to(rewards.dtype), max=1.0)
-        T, B = rewards.shape
-
-        def next_obs(rows: torch.Tensor) -> Any:  # the real next observations of flat steps t * B + b, [R, ...]
-            return next_obs_rows(rollout["obs"], rollout["last_obs"], rollout["final_obs"], rollout["final_index"],
-                                 rows)
+        rewards = rollout.rewards.float()
+        terminated = rollout.terminated.to(rewards.dtype)
+        truncated_only = rollout.truncated.to(rewards.dtype) * (1.0 - terminated)
+        done = torch.clamp(terminated + rollout.truncated.to(rewards.dtype), max=1.0)
+        T = rollout.num_steps
 
         with torch.no_grad():
-            last = torch.arange((T - 1) * B, T * B, device=rollout["final_index"].device)
-            _, v_last, _ = self.network.unroll(_add_time(next_obs(last)), final_state)
+            last = rollout.next_obs(rollout.step_rows(T - 1))
+            _, v_last, _ = self.network.unroll(_add_time(last), final_state)
             bootstrap = v_last[0]
             next_values = torch.zeros_like(rewards)
             next_values[T - 1] = bootstrap
             mid = truncated_only[:T - 1].bool()
             if mid.any():
                 if not cfg.use_lstm:  # all truncated rows at once, as one batch of observations
-                    rows = mid.reshape(-1).nonzero().squeeze(1).to(rollout["final_index"].device)
-                    next_values[:T - 1][mid] = self.network.unroll(_add_time(next_obs(rows)))[1][0]
+                    next_obs = rollout.next_obs(rollout.rows(mid))  # steps < T - 1: mid's flat rows are the rollout's
+                    next_values[:T - 1][mid] = self.network.unroll(_add_time(next_obs))[1][0]
                 else:  # rare: the state after step t of copy b, by unrolling that copy up to t
                     for t, b in torch.nonzero(mid).tolist():
                         col = slice(b, b + 1)
-                        prefix = map_nest(lambda x, t=t, col=col: x[:t + 1, col], rollout["obs"])
+                        prefix = map_nest(lambda x, t=t, col=col: x[:t + 1, col], rollout.obs)
                         _, _, s = self.network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
-                        row = torch.tensor([t * B + b], device=rollout["final_index"].device)
-                        v = self.network.unroll(_add_time(next_obs(row)), s)[1]
+                        v = self.network.unroll(_add_time(rollout.next_obs(rollout.step_rows(t)[col])), s)[1]
                         next_values[t, b] = v[0, 0]
         rewards = rewards + cfg.gamma * truncated_only * next_values
         return rewards, cfg.gamma * (1.0 - done), bootstrap
 
-    def _actions(self, rollout: dict[str, Any]) -> torch.Tensor:
-        return rollout["raw_action"] if self.continuous else rollout["actions"]
+    def _actions(self, rollout: Rollout) -> torch.Tensor:
+        return rollout.extras["raw_action"] if self.continuous else rollout.actions
 
-    def _forward_terms(self, rollout: dict[str, Any], state0: State, first: torch.Tensor) -> tuple:
+    def _forward_terms(self, rollout: Rollout, state0: State, first: torch.Tensor) -> tuple:
         """What a learner loss needs from one pass over the unrolls: (the current policy's distribution, values,
         and :meth:`targets_inputs`' rewards, discounts and bootstrap). IMPALA's and APPO's losses."""
-        params, values, final_state = self.network.unroll(rollout["obs"], state0, first)
+        params, values, final_state = self.network.unroll(rollout.obs, state0, first)
         rewards, discounts, bootstrap = self.targets_inputs(
             rollout, None if final_state is None else tuple(s.detach() for s in final_state), state0, first)
         return make_distribution(self.action_space, params), values, rewards, discounts, bootstrap
 
     @api
-    def update(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """One gradient step on a time-major batch of unrolls ``[T, B, ...]`` (``rollout_from_samples``): keys
-        obs, last_obs, final_obs, final_index, actions, rewards, terminated, truncated and the extras ``get_actions``
+    def update(self, batch: Rollout) -> dict[str, Any]:
+        """One gradient step on a time-major batch of unrolls ``[T, B, ...]`` with the extras ``get_actions``
         recorded. Returns the loss terms (``loss`` before the step) and V-trace statistics."""
         rollout, cfg = batch, self.cfg
         lr = self.set_learning_rate()
@@ -333,15 +327,16 @@ class IMPALAAgent(Component):
         with self.autocast():
             dist, values, rewards, discounts, bootstrap = self._forward_terms(rollout, state0, first)
             log_probs = dist.log_prob(actions)
-            t = impala_loss(log_probs, rollout["log_prob"], rewards, discounts, values, bootstrap, dist.entropy(),
+            behaviour = rollout.extras["log_prob"]
+            t = impala_loss(log_probs, behaviour, rewards, discounts, values, bootstrap, dist.entropy(),
                             vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, clip_rho_threshold=cfg.clip_rho_threshold,
                             clip_pg_rho_threshold=cfg.clip_pg_rho_threshold, reduction=cfg.loss_reduction)
-            rhos = torch.exp(log_probs.detach() - rollout["log_prob"])
+            rhos = torch.exp(log_probs.detach() - behaviour)
         info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(), "policy/entropy": t.entropy.detach(),
                 "vtrace/vs_mean": t.vs.mean(), "vtrace/rho_mean": rhos.mean(),
                 "vtrace/rho_clipped_fraction": (rhos > (cfg.clip_rho_threshold or math.inf)).float().mean()}
         info.update(optimizer_step(self.optimizer, t.total.float(), cfg.max_grad_norm))
-        self.env_steps += int(rollout["rewards"].numel())
+        self.env_steps += int(rollout.rewards.numel())
         self.updates += 1
         info["learn/lr"] = lr
         info["value/explained_variance"] = explained_variance(values.detach().flatten(), t.vs.flatten())
@@ -406,7 +401,7 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         result = IterationResult()
         for batches, workers in self._take_unrolls(result):
             with self.timer("learn"):
-                info = self._update(rollout_from_samples(batches, self.spec.observation_space, self.device))
+                info = self._update(Rollout.from_samples(batches, self.spec.observation_space, self.device))
             self.workers.sync_weights(worker_ids=sorted(set(workers)))
         self.env_steps += result.env_steps
         self.gradient_steps += int(info.pop("gradient_steps", 1))
@@ -424,7 +419,7 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         learner last published, and report the updates the learner finished since."""
         result = IterationResult()
         for batches, workers in self._take_unrolls(result):
-            rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
+            rollout = Rollout.from_samples(batches, self.spec.observation_space, self.device)
             with self.timer("learner_queue_wait"):
                 while not self.learner.put(rollout, timeout=1.0):
                     if self.stop_due():
@@ -446,16 +441,16 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         result.metrics["learn/gradient_steps"] = self.gradient_steps
         return result
 
-    def _learn_on(self, rollout: dict[str, Any]) -> dict[str, Any]:
+    def _learn_on(self, rollout: Rollout) -> dict[str, Any]:
         """The learner thread's update of one queued batch."""
         with self.timer("learn"):
             info = self._update(rollout)
         return {k: (float(v) if isinstance(v, torch.Tensor) and v.numel() == 1 else v) for k, v in info.items()}
 
-    def _update(self, rollout: dict[str, Any]) -> dict[str, Any]:
+    def _update(self, rollout: Rollout) -> dict[str, Any]:
         """The agent's update on one learner batch; its info with ``lags``: the mean and max policy lag of the rows
         (learner updates before this one minus the weights version acted with)."""
-        lag = (self.updates - rollout.pop("weights_version")).float()
+        lag = (self.updates - rollout.extras.pop("weights_version")).float()
         info = self.agent.update(rollout)
         info["lags"] = (float(lag.mean()), float(lag.max()))
         return info

@@ -6,10 +6,10 @@ This is a base the algorithms build on, not an algorithm: no ``rlrun.algos.<name
 these. The network is :class:`rlrun.components.actor_critic.ActorCritic`, the advantage estimator
 :func:`rlrun.ops.truncation_aware_gae`.
 
-Read top to bottom: the rollout a plan hands its agent (``rollout_from_samples``), what an actor-critic agent is
-built with (``build_actor_critic``, ``clip_to_bounds``, ``make_reward_scaler``, ``rmsprop_or_adam``), the agent
-base of the PPO family (acting, observing, advantages, the learning-rate schedule, the optimizer's state, weights; a
-subclass adds its optimizers and its ``update``), then the plans.
+The rollout a plan hands its agent is :class:`rlrun.execution.rollout.Rollout`. Read top to bottom: what an
+actor-critic agent is built with (``build_actor_critic``, ``clip_to_bounds``, ``make_reward_scaler``,
+``rmsprop_or_adam``), the agent base of the PPO family (acting, observing, advantages, the learning-rate schedule,
+the optimizer's state, weights; a subclass adds its optimizers and its ``update``), then the plans.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import copy
 import functools
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from rlrun import spaces as sp
@@ -30,67 +29,8 @@ from rlrun.components.normalizers import RewardScaler
 from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
-from rlrun.ops import flatten_time, map_nest, next_obs_rows, truncation_aware_gae
-
-# ---------------------------------------------------------------------------------------------------- rollouts
-
-
-def rollout_from_samples(batches: list[Any], obs_space: sp.Space, device: torch.device) -> dict[str, Any]:
-    """The sample batches of a worker set as one time-major rollout of torch tensors on ``device`` (workers side by
-    side along B; they must share T), in the form of ``rlrun/execution/sample_batch.py``: ``obs`` ``[T, B, ...]``
-    (acted on), ``last_obs`` ``[B, ...]``, ``final_obs`` ``[K, ...]`` at the flat steps ``final_index`` ``[K]``
-    (:func:`rlrun.ops.next_obs_rows` reads the next observations from these), actions, rewards, terminated,
-    truncated ``[T, B]``, and the extras the policy recorded while acting (log_prob, raw_action)."""
-    def joined(get: Callable[[Any], Any], axis: int = 1) -> Any:
-        parts = [get(b) for b in batches]
-        return parts[0] if len(parts) == 1 else map_nest(lambda *xs: np.concatenate(xs, axis=axis), *parts)
-
-    total = sum(b.num_envs for b in batches)
-    index, offset = [], 0
-    for b in batches:  # each batch's flat steps t * B_j + b as steps of the joined rollout, t * B + offset + b
-        t, col = divmod(b.final_index(), b.num_envs)
-        index.append(t * total + offset + col)
-        offset += b.num_envs
-    final_index = np.concatenate(index)
-    order = np.argsort(final_index, kind="stable")
-    final_obs = map_nest(lambda x: x[order], joined(lambda b: b.final_obs, axis=0))
-
-    def obs(x: Any) -> Any:
-        return sp.to_torch(obs_space, x, device)
-
-    out = {"obs": obs(joined(lambda b: b.acted_obs)), "last_obs": obs(joined(lambda b: b.last_obs, axis=0)),
-           "final_obs": obs(final_obs), "final_index": torch.as_tensor(final_index[order], device=device)}
-    for key in ("actions", "rewards", "terminated", "truncated"):
-        out[key] = torch.as_tensor(joined(lambda b, k=key: getattr(b, k))).to(device)
-    for key in batches[0].extras:
-        out[key] = torch.as_tensor(joined(lambda b, k=key: b.extras[k])).to(device)
-    return out
-
-
-def rollout_from_steps(steps: list[dict[str, Any]], obs_space: sp.Space, device: torch.device) -> dict[str, Any]:
-    """Steps an application observed (``rlrun.make_agent``: per step ``obs``, ``next_obs`` (the real next
-    observation), actions, rewards, terminated, truncated and the acting extras, ``[B, ...]`` each) as the rollout
-    :func:`rollout_from_samples` makes."""
-    def stack(key: str) -> Any:
-        return map_nest(lambda *xs: np.stack([_numpy(x) for x in xs]), *(s[key] for s in steps))
-
-    done = stack("terminated").astype(bool) | stack("truncated").astype(bool)
-    final_index = np.flatnonzero(done.reshape(-1))
-    t, b = divmod(final_index, done.shape[1])
-    next_obs = stack("next_obs")
-    out = {"obs": sp.to_torch(obs_space, stack("obs"), device),
-           "last_obs": sp.to_torch(obs_space, map_nest(lambda x: x[-1], next_obs), device),
-           "final_obs": sp.to_torch(obs_space, map_nest(lambda x: x[t, b], next_obs), device),
-           "final_index": torch.as_tensor(final_index, device=device)}
-    for key in steps[0]:
-        if key not in ("obs", "next_obs"):
-            out[key] = torch.as_tensor(stack(key), device=device)
-    return out
-
-
-def _numpy(x: Any) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-
+from rlrun.execution.rollout import Rollout
+from rlrun.ops import flatten_time, truncation_aware_gae
 
 # ---------------------------------------------------------------------------------------------------- building
 
@@ -233,58 +173,55 @@ class OnPolicyAgent(Component):
         self._steps.append({"obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
                             "terminated": terminated, "truncated": truncated, **extras})
 
-    def _collected(self) -> dict[str, Any]:
-        """The ``observe()``'d steps as a time-major rollout (:func:`rollout_from_steps`)."""
+    def _collected(self) -> Rollout:
+        """The ``observe()``'d steps as a time-major rollout (:meth:`Rollout.from_steps`)."""
         if not self._steps:
             raise RuntimeError(f"{self.name}.update(): no batch given and no steps observe()'d since the last update")
         steps, self._steps = self._steps, []
-        return rollout_from_steps(steps, self.input_spaces["obs"], self.device)
+        return Rollout.from_steps(steps, self.input_spaces["obs"], self.device)
 
     # ------------------------------------------------------------------ learning
 
-    def advantages(self, rollout: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def advantages(self, rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(values, advantages, returns)`` ``[T, B]`` of a time-major rollout under the current weights."""
-        T, B = rollout["rewards"].shape
+        T, B = rollout.rewards.shape
         with torch.no_grad():
-            values = self.network.get_value(flatten_time(rollout["obs"])).reshape(T, B)
+            values = self.network.get_value(flatten_time(rollout.obs)).reshape(T, B)
             next_values = self.bootstrap_values(rollout)
-            adv, ret = truncation_aware_gae(rollout["rewards"].float(), values, next_values,
-                                            self.terminations(rollout), rollout["truncated"], self.cfg.gamma,
-                                            self.cfg.gae_lambda)
+            adv, ret = truncation_aware_gae(rollout.rewards.float(), values, next_values, self.terminations(rollout),
+                                            rollout.truncated, self.cfg.gamma, self.cfg.gae_lambda)
         return values, adv, ret
 
-    def terminations(self, rollout: dict[str, Any]) -> torch.Tensor:
+    def terminations(self, rollout: Rollout) -> torch.Tensor:
         """``[T, B]``: the steps the advantage estimator treats as an episode's end with value 0: the terminations,
         and also the time-limit truncations with ``algo.bootstrap_truncated=false`` (CleanRL's convention)."""
         if self.cfg.bootstrap_truncated:
-            return rollout["terminated"]
-        return rollout["terminated"].bool() | rollout["truncated"].bool()
+            return rollout.terminated
+        return rollout.terminated.bool() | rollout.truncated.bool()
 
-    def bootstrap_values(self, rollout: dict[str, Any]) -> torch.Tensor:
+    def bootstrap_values(self, rollout: Rollout) -> torch.Tensor:
         """``V(s'_t)`` ``[T, B]`` where :func:`truncation_aware_gae` reads it: after a time-limit truncation and at
         the last step; 0 elsewhere (never read: there ``s'_t`` is ``s_{t+1}``, whose value is ``values[t + 1]``).
-        One value pass over those rows only (:func:`rlrun.ops.next_obs_rows`), instead of over every next
-        observation (which doubled the update's value forward work: benchmarks/learner_throughput.py)."""
-        T, B = rollout["rewards"].shape
-        needed = rollout["truncated"].bool() & ~self.terminations(rollout).bool()
+        One value pass over those rows only (:meth:`Rollout.next_obs`), instead of over every next observation
+        (which doubled the update's value forward work: benchmarks/learner_throughput.py)."""
+        T, B = rollout.rewards.shape
+        needed = rollout.truncated.bool() & ~self.terminations(rollout).bool()
         needed[-1] = True
-        rows = needed.reshape(-1).nonzero().squeeze(1)
+        rows = rollout.rows(needed)
         out = torch.zeros(T * B, device=rows.device)
-        next_obs = next_obs_rows(rollout["obs"], rollout["last_obs"], rollout["final_obs"], rollout["final_index"],
-                                 rows)
-        out[rows] = self.network.get_value(next_obs).float()
-        return out.reshape(T, B).to(rollout["rewards"].device)
+        out[rows] = self.network.get_value(rollout.next_obs(rows)).float()
+        return out.reshape(T, B).to(rollout.rewards.device)
 
-    def normalize_rollout(self, rollout: dict[str, Any]) -> dict[str, Any]:
+    def normalize_rollout(self, rollout: Rollout) -> Rollout:
         """The first step of every update: fold the rollout's raw observations into the observation normaliser
         (``algo.normalize_obs``) and scale its rewards by the running std of the discounted return
         (``algo.normalize_reward``); returns the rollout with the scaled rewards. The statistics change once per
         update, before advantages are computed, so values, advantages and the loss all see the same ones (the
         behaviour log-probabilities were recorded under the previous ones, as in Brax's PPO)."""
-        self.network.update_obs_statistics(flatten_time(rollout["obs"]))  # a no-op without normalize_obs
+        self.network.update_obs_statistics(flatten_time(rollout.obs))  # a no-op without normalize_obs
         if self.reward_scaler is not None:
-            scaled = self.reward_scaler.scale(rollout["rewards"], rollout["terminated"], rollout["truncated"])
-            rollout = {**rollout, "rewards": scaled}
+            rollout = rollout.replace(rewards=self.reward_scaler.scale(rollout.rewards, rollout.terminated,
+                                                                       rollout.truncated))
         return rollout
 
     def remaining(self) -> float:
@@ -355,7 +292,7 @@ class OnPolicyPlan(ActorCriticPlan):
             result.add_batch(b)  # env steps, episodes, and Atari's whole-game scores
         self.env_steps += result.env_steps
         with self.timer("learn"):
-            rollout = rollout_from_samples(batches, self.spec.observation_space, self.device)
+            rollout = Rollout.from_samples(batches, self.spec.observation_space, self.device)
             info = self.agent.update(rollout)
         self.workers.sync_weights(self.agent.get_weights())
         self.updates += 1

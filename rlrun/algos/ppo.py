@@ -23,6 +23,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
 from rlrun.components.policy_losses import ppo_loss
+from rlrun.execution.rollout import Rollout
 from rlrun.ops import explained_variance, flatten_time
 
 # ---------------------------------------------------------------------------------------------------- agent
@@ -46,11 +47,11 @@ class PPOAgent(OnPolicyAgent):
     # ------------------------------------------------------------------ learning
 
     @api
-    def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
+    def update(self, batch: Rollout | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
-        update): keys as ``rollout_from_samples`` makes them, log_prob (and raw_action for Box
-        actions). GAE advantages and returns under the current weights, then ``num_epochs`` epochs of shuffled
-        minibatch steps on the PPO loss. Returns the mean loss terms over the gradient steps.
+        update) with the extras log_prob (and raw_action for Box actions). GAE advantages and returns under the
+        current weights, then ``num_epochs`` epochs of shuffled minibatch steps on the PPO loss. Returns the mean
+        loss terms over the gradient steps.
 
         With the device strategy's ``update_strategy`` (``device=replicas``, ``device.precision``) each minibatch
         step runs through it; with ``normalize_advantage`` each replica then normalises its own shard's advantages
@@ -58,8 +59,8 @@ class PPOAgent(OnPolicyAgent):
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         values, adv, ret = self.advantages(rollout)
         lr = self.set_learning_rate()
-        actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        data = flatten_time({"obs": rollout["obs"], "actions": actions, "old_log_prob": rollout["log_prob"],
+        actions = rollout.extras["raw_action"] if self.continuous else rollout.actions
+        data = flatten_time({"obs": rollout.obs, "actions": actions, "old_log_prob": rollout.extras["log_prob"],
                              "advantages": adv, "returns": ret, "old_values": values})
         cfg = self.cfg
         clip_eps = cfg.clip_eps * (self.remaining() if cfg.anneal_clip else 1.0)

@@ -39,6 +39,7 @@ from rlrun.components.distributions import Categorical, DiagGaussian, make_distr
 from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
 from rlrun.errors import ConfigError
+from rlrun.execution.rollout import Rollout
 from rlrun.ops import explained_variance, flatten_time
 from rlrun.registry import registry
 
@@ -172,13 +173,13 @@ class TRPOAgent(OnPolicyAgent):
     # ------------------------------------------------------------------ learning
 
     @api
-    def update(self, batch: dict[str, Any] | None = None) -> dict[str, Any]:
+    def update(self, batch: Rollout | None = None) -> dict[str, Any]:
         """Learn on one time-major rollout ``[T, B, ...]`` (default: the steps ``observe()``'d since the last
-        update; keys as ``rollout_from_samples`` makes them, and raw_action for Box actions; the
-        behaviour log-probabilities are not needed, the policy before the update is the behaviour policy): GAE
-        advantages and returns under the current weights, the policy's step on all ``T * B`` steps (one TRPO step
-        by default; the module ``algo.policy_update`` names, driven by the inputs it declares, ``step_inputs``),
-        then ``vf_epochs`` epochs of value minibatch steps.
+        update; with the extra raw_action for Box actions; the behaviour log-probabilities are not needed, the
+        policy before the update is the behaviour policy): GAE advantages and returns under the current weights,
+        the policy's step on all ``T * B`` steps (one TRPO step by default; the module ``algo.policy_update``
+        names, driven by the inputs it declares, ``step_inputs``), then ``vf_epochs`` epochs of value minibatch
+        steps.
 
         Returns ``loss/policy`` (surrogate before the step), ``policy/surrogate_improvement`` (its decrease),
         ``policy/kl`` (mean KL from the old policy after the step, nats), ``policy/entropy`` (of the old policy,
@@ -191,8 +192,8 @@ class TRPOAgent(OnPolicyAgent):
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         values, adv, ret = self.advantages(rollout)
         lr = self.set_learning_rate()
-        actions = rollout["raw_action"] if self.continuous else rollout["actions"]
-        obs, actions, adv, ret = (flatten_time(x) for x in (rollout["obs"], actions, adv, ret))
+        actions = rollout.extras["raw_action"] if self.continuous else rollout.actions
+        obs, actions, adv, ret = (flatten_time(x) for x in (rollout.obs, actions, adv, ret))
         if cfg.normalize_advantage:
             adv = normalize_advantages(adv)
 

@@ -14,6 +14,7 @@ Components know their placement (``component.placement``), which the component g
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Mapping
 
@@ -24,9 +25,11 @@ from rlrun.errors import ConfigError
 
 
 def move(value: Any, device: torch.device) -> Any:
-    """``value`` with every tensor in it (nested in dicts, lists, tuples) on ``device``; other leaves unchanged.
+    """``value`` with every tensor in it (nested in dicts, lists, tuples and the fields of dataclasses, such as a
+    learner's rollout) on ``device``; other leaves unchanged.
 
-    A tensor already there is returned as it is (no copy). CPU -> CUDA copies are pinned and non-blocking.
+    A tensor already there is returned as it is (no copy); a dataclass holding tensors is copied with its fields
+    moved. CPU -> CUDA copies are pinned and non-blocking.
     """
     if isinstance(value, torch.Tensor):
         if value.device == device:
@@ -38,7 +41,27 @@ def move(value: Any, device: torch.device) -> Any:
         return {k: move(v, device) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(move(v, device) for v in value)
+    if _holds_tensors(value):  # a dataclass
+        return dataclasses.replace(value, **{k: move(v, device) for k, v in _fields(value).items()})
     return value
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+
+
+def _holds_tensors(value: Any) -> bool:
+    """Whether a tensor is in ``value`` (nested as :func:`move` walks it): a dataclass without one (a config) is
+    passed on as it is, not copied."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_tensors(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensors(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(_holds_tensors(v) for v in _fields(value).values())
+    return False
 
 
 class _Placed:

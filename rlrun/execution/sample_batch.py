@@ -1,5 +1,6 @@
 """The batch a rollout worker returns: ``T`` agent steps of ``B`` env copies, time-major, in the one form every
-consumer reads as it is (on-policy learners, replay inserts, n-step windows, the Ray transfer):
+consumer reads (replay inserts, n-step windows, the Ray transfer; on-policy learners read the same fields as torch
+tensors, :class:`rlrun.execution.rollout.Rollout`):
 
 ==============  ===================  ===========================================================================
 field           shape                meaning
@@ -18,9 +19,9 @@ field           shape                meaning
 The next observation of step t is ``obs[t + 1]``, except where an episode ended there: then it is that episode's
 final observation (gymnasium's SAME_STEP autoreset puts the reset observation in ``obs[t + 1]``). Nobody stores
 ``next_obs``: :meth:`SampleBatch.step` and :meth:`SampleBatch.transitions` build it where a replay memory needs
-it, and
-:func:`rlrun.ops.time_major.next_obs_rows` the rows a learner bootstraps from. Observations are kept once (T + 1
-plus K instead of 2T), so nothing is dropped for the Ray transfer and nothing rebuilt after it.
+it (in numpy, without leaving the worker's arrays), and :meth:`rlrun.execution.rollout.Rollout.next_obs` the rows
+a learner bootstraps from. Observations are kept once (T + 1 plus K instead of 2T), so nothing is dropped for the
+Ray transfer and nothing rebuilt after it.
 
 Observations are nests (dicts and tuples of arrays) where the space is nested; the helpers here map over them.
 """
@@ -139,8 +140,8 @@ class SampleBatch:
                 rows(self.terminated), rows(self.truncated))
 
     def next_obs(self) -> Any:
-        """``[T, B, ...]``: every step's real next observation (a new array; for tests and inspection: learners
-        read only the rows they need, :func:`rlrun.ops.time_major.next_obs_rows`)."""
+        """``[T, B, ...]``: every step's real next observation (a new array; what :meth:`transitions` stores and
+        tests compare with: learners read only the rows they need, :meth:`rlrun.execution.rollout.Rollout.next_obs`)."""
         t, b = divmod(self.final_index(), self.num_envs)
 
         def real(x: np.ndarray, final: np.ndarray) -> np.ndarray:

@@ -37,8 +37,9 @@ def next_obs_rows(obs: Any, last_obs: Any, final_obs: Any, final_index: torch.Te
 
     ``obs``: ``[T, B, ...]`` the observations acted on; ``last_obs``: ``[B, ...]`` what each copy went on from after
     step T - 1; ``final_obs``: ``[K, ...]`` the final observations of the ended episodes at the flat steps
-    ``final_index`` (``[K]``, ascending): the rollout form of ``rlrun.execution.sample_batch``. Only the rows asked
-    for are gathered (a learner bootstraps from the last step and the truncations, not from every step)."""
+    ``final_index`` (``[K]``, ascending): the fields of ``rlrun.execution.rollout.Rollout``, whose ``next_obs`` is
+    this. Only the rows asked for are gathered (a learner bootstraps from the last step and the truncations, not
+    from every step)."""
     rows = rows.reshape(-1)
     k = torch.searchsorted(final_index, rows) if len(final_index) else None
     is_final = None

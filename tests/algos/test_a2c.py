@@ -16,6 +16,7 @@ from rlrun.app.run import run_experiment
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.errors import ConfigError
+from rlrun.execution.rollout import Rollout
 
 from .test_ppo import (
     CARTPOLE_OBS,
@@ -143,7 +144,6 @@ def test_a3c_worker_gradient_is_the_learners_gradient_and_applying_it_is_an_upda
     """A worker agent with the learner's weights computes, on its own rollout, exactly the gradient the learner
     would (postprocess_batch puts it in batch.info); applying it is bit-identical to update() on that rollout."""
     from rlrun.algos.a2c import A3CWorkerAgent
-    from rlrun.algos.on_policy import rollout_from_samples
 
     algo = build_algo([*A3C, "executor.num_workers=2", "algo.anneal_lr=false"], seed=0)
     try:
@@ -152,7 +152,7 @@ def test_a3c_worker_gradient_is_the_learners_gradient_and_applying_it_is_an_upda
         (batch, w), = ws.sample_async(algo.cfg.rollout_steps)
         grads = batch.info["gradients"]
         assert len(grads) == len(list(algo.agent.network.parameters()))
-        rollout = rollout_from_samples([batch], algo.spec.observation_space, algo.device)
+        rollout = Rollout.from_samples([batch], algo.spec.observation_space, algo.device)
         mine, info = algo.agent.compute_gradients(rollout)
         for g, m in zip(grads, mine, strict=True):
             assert torch.equal(g, m)

@@ -16,6 +16,7 @@ from rlrun.algos.appo_config import APPOConfig
 from rlrun.app.run import run_experiment
 from rlrun.config import compose
 from rlrun.errors import ConfigError
+from rlrun.execution.rollout import Rollout
 
 from .test_impala import ENTROPY, tiny_agent, tiny_rollout
 from .test_ppo import assert_same_state, build_algo, params_of
@@ -69,7 +70,8 @@ def test_kl_loss_uses_the_recorded_behaviour_policy():
     """use_kl_loss: KL(mu || pi) from the recorded behaviour logits (uniform) to pi = [1/4, 3/4]:
     0.5 ln(0.5 / 0.25) + 0.5 ln(0.5 / 0.75) = 0.1438410."""
     agent = tiny_agent(APPOAgent, replace(TINY, use_kl_loss=True, kl_coef=1.0))
-    rollout = {**tiny_rollout(), "behaviour_logits": torch.zeros(2, 1, 2)}
+    rollout = tiny_rollout()
+    rollout.extras["behaviour_logits"] = torch.zeros(2, 1, 2)
     info = agent.update(rollout)
     assert float(info["policy/kl"]) == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(2 / 3), abs=1e-6)
     with pytest.raises(ConfigError, match="num_epochs=0"):
@@ -97,8 +99,6 @@ def test_one_epoch_on_local_matches_impala():
 def test_same_seed_same_parameters_and_state_round_trip(tmp_path: Path):
     """The same seed twice: identical parameters after 3 updates; a state_dict saved and loaded into an algorithm
     built with another seed continues identically (one more update on the same batch)."""
-    from rlrun.algos.on_policy import rollout_from_samples
-
     overrides = ["algo=appo", "executor.num_envs=2", "algo.unroll_length=8", "algo.hidden_sizes=[16]",
                  "algo.batch_size=2", "algo.use_kl_loss=true"]
     a, b, c = build_algo(overrides, seed=0), build_algo(overrides, seed=0), build_algo(overrides, seed=9)
@@ -111,7 +111,7 @@ def test_same_seed_same_parameters_and_state_round_trip(tmp_path: Path):
         c.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
         assert (c.env_steps, c.updates, c.gradient_steps) == (48, 3, 12)  # 3 updates of 4 epochs (default)
         (batch, _), = list(a.workers.sample_async(8))
-        rollout = rollout_from_samples([batch], a.spec.observation_space, torch.device("cpu"))
+        rollout = Rollout.from_samples([batch], a.spec.observation_space, torch.device("cpu"))
         for x in (a, c):
             x.agent.update(rollout)
         assert_same_state(a.agent.state_dict(), c.agent.state_dict())

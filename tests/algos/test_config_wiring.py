@@ -19,6 +19,7 @@ from conftest import rollout_form
 
 import rlrun
 from rlrun import spaces as sp
+from rlrun.execution.rollout import Rollout
 
 # ---------------------------------------------------------------------------------------------------- DQN
 # Observations are one-hot vectors e_0..e_3 of Box(4,); the Q-network is a one-layer MLP (hidden_sizes=[4], relu)
@@ -220,7 +221,7 @@ def set_head_biases(network: torch.nn.Module, value: float, logits: tuple[float,
         network.head.value.bias.fill_(value)
 
 
-def ppo_rollout(rewards, terminated, truncated, actions=None) -> dict[str, torch.Tensor]:  # noqa: ANN001
+def ppo_rollout(rewards, terminated, truncated, actions=None) -> Rollout:  # noqa: ANN001
     """A time-major ``[T, B]`` rollout with these rewards and flags, taken by a uniform behaviour policy
     (log-prob ln 1/2); the observations do not matter (V is the same for all)."""
     rewards = torch.tensor(rewards, dtype=torch.float32)
@@ -368,7 +369,7 @@ def test_appo_kl_loss_adds_the_behaviour_kl(use_kl_loss, expected_kl):
     L_policy + 0.5 L_value."""
     agent = vtrace_agent("appo", (0.0, math.log(3.0)), use_kl_loss=use_kl_loss, kl_coef=1.0, num_epochs=1)
     rollout = ppo_rollout([[1.0], [3.0]], [[True], [True]], [[False], [False]], [[1], [0]])
-    rollout["behaviour_logits"] = torch.zeros(2, 1, 2)
+    rollout.extras["behaviour_logits"] = torch.zeros(2, 1, 2)
     info = agent.component.update(rollout)
     assert info["loss"] - info["loss/policy"] - 0.5 * info["loss/value"] == pytest.approx(expected_kl, abs=1e-6)
     if use_kl_loss:

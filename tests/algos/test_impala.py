@@ -16,10 +16,10 @@ from conftest import only_summary, rollout_form, run_rlrun
 from rlrun import spaces as sp
 from rlrun.algos.impala import IMPALAAgent, IMPALANetwork
 from rlrun.algos.impala_config import IMPALAConfig
-from rlrun.algos.on_policy import rollout_from_samples
 from rlrun.app.run import run_experiment
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
+from rlrun.execution.rollout import Rollout
 
 from .test_ppo import CARTPOLE_OBS, assert_same_state, build_algo, params_of
 
@@ -40,7 +40,7 @@ def tiny_agent(agent_cls=IMPALAAgent, cfg=None):  # noqa: ANN001, ANN201
     return agent
 
 
-def tiny_rollout(terminated_at_1: bool = True) -> dict[str, torch.Tensor]:
+def tiny_rollout(terminated_at_1: bool = True) -> Rollout:
     """T = 2 steps of one copy, observations 0 (V = 1), actions [1, 0] taken by a uniform behaviour policy
     (log-prob ln 1/2), rewards [1, 0]; the episode ends at step 1 (terminated, or truncated with final
     observation 2, V = 3)."""
@@ -67,7 +67,8 @@ def test_truncation_bootstraps_from_the_final_observation_mid_unroll():
     agent = tiny_agent()
     obs = torch.tensor([[0.0, 0.0], [1.0, 1.0], [-1.0, -1.0]]).unsqueeze(-1)
     next_obs = torch.tensor([[1.0, 1.0], [2.0, 2.0], [4.0, 4.0]]).unsqueeze(-1)
-    rollout = rollout_form({"obs": obs, "next_obs": next_obs, "rewards": torch.ones(3, 2),
+    rollout = rollout_form({"obs": obs, "next_obs": next_obs, "actions": torch.zeros(3, 2, dtype=torch.int64),
+                            "rewards": torch.ones(3, 2),
                             "terminated": torch.tensor([[False, False], [False, True], [False, False]]),
                             "truncated": torch.tensor([[False, False], [True, False], [False, False]])})
     rewards, discounts, bootstrap = agent.targets_inputs(rollout, None, None, None)
@@ -187,26 +188,25 @@ def test_lstm_state_is_recorded_reset_and_replayed_by_the_learner():
                        "algo.unroll_length=12"])
     try:
         (batch, _), = list(algo.workers.sample_async(12, min_batches=1))
-        r = rollout_from_samples([batch], algo.spec.observation_space, torch.device("cpu"))
+        r = Rollout.from_samples([batch], algo.spec.observation_space, torch.device("cpu"))
         agent = algo.agent
-        done = r["terminated"] | r["truncated"]
-        assert done[4].all() and r["truncated"][4].all()  # cut at 5 agent steps
-        assert len([k for k in r if k.startswith("state_")]) == 4  # actor (h, c) and critic (h, c)
-        assert all(float(r[f"state_{i}"][5].abs().max()) == 0.0 for i in range(4))  # reset after the cut
-        assert float(r["state_0"][1].abs().max()) > 0.0  # and carried within an episode
+        assert r.done[4].all() and r.truncated[4].all()  # cut at 5 agent steps
+        assert len([k for k in r.extras if k.startswith("state_")]) == 4  # actor (h, c) and critic (h, c)
+        assert all(float(r.extras[f"state_{i}"][5].abs().max()) == 0.0 for i in range(4))  # reset after the cut
+        assert float(r.extras["state_0"][1].abs().max()) > 0.0  # and carried within an episode
         first, state0 = agent._first_and_state(r)
         assert first[5].all() and not first[4].any() and not first[0].any()
         with torch.no_grad():
-            params, _, final = agent.network.unroll(r["obs"], state0, first)
-        torch.testing.assert_close(params, r["behaviour_logits"], rtol=1e-5, atol=1e-6)
+            params, _, final = agent.network.unroll(r.obs, state0, first)
+        torch.testing.assert_close(params, r.extras["behaviour_logits"], rtol=1e-5, atol=1e-6)
         rewards, _, bootstrap = agent.targets_inputs(r, final, state0, first)
         next_obs = torch.as_tensor(batch.next_obs())
         with torch.no_grad():  # by hand: the state before step 4 (recorded), one step on obs[4], V(next_obs[4])
-            s4 = tuple(r[f"state_{i}"][4] for i in range(4))
-            _, _, after4 = agent.network.unroll(r["obs"][4:5], s4)
+            s4 = tuple(r.extras[f"state_{i}"][4] for i in range(4))
+            _, _, after4 = agent.network.unroll(r.obs[4:5], s4)
             v_final = agent.network.unroll(next_obs[4:5], after4)[1][0]
             v_last = agent.network.unroll(next_obs[11:12], final)[1][0]
-        torch.testing.assert_close(rewards[4], r["rewards"][4] + agent.cfg.gamma * v_final, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(rewards[4], r.rewards[4] + agent.cfg.gamma * v_final, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(bootstrap, v_last)
         info = agent.update(r)  # and the update runs through the recurrent unroll
         assert math.isfinite(float(info["loss"]))
@@ -320,7 +320,7 @@ def test_state_dict_round_trip_continues_identically(tmp_path: Path):
         obs = torch.as_tensor(sp.sample(CARTPOLE_OBS, (2,), 3))
         torch.testing.assert_close(a.agent.get_actions(obs, explore=False), b.agent.get_actions(obs, explore=False))
         (batch, _), = list(a.workers.sample_async(6))
-        rollout = rollout_from_samples([batch], a.spec.observation_space, torch.device("cpu"))
+        rollout = Rollout.from_samples([batch], a.spec.observation_space, torch.device("cpu"))
         infos = [x.agent.update(rollout) for x in (a, b)]
         assert infos[0]["learn/lr"] == infos[1]["learn/lr"] < a.cfg.lr
         assert_same_state(a.agent.state_dict(), b.agent.state_dict())

@@ -14,12 +14,12 @@ from conftest import only_summary, rollout_form, run_rlrun
 from omegaconf import OmegaConf
 
 from rlrun import spaces as sp
-from rlrun.algos.on_policy import rollout_from_samples
 from rlrun.algos.ppo import PPO, PPOAgent
 from rlrun.algos.ppo_config import PPOConfig
 from rlrun.app.run import run_experiment, seed_everything
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
+from rlrun.execution.rollout import Rollout
 from rlrun.registry import registry
 
 CARTPOLE_OBS = gym.make("CartPole-v1").observation_space
@@ -68,16 +68,16 @@ def test_rollout_from_samples_is_time_major_with_real_final_observations():
     algo = build_algo(["algo=ppo", "executor.num_envs=2", "env.max_episode_steps=4", "algo.rollout_steps=6"])
     try:
         (batch,) = algo.workers.sample(6)
-        rollout = rollout_from_samples([batch], algo.spec.observation_space, torch.device("cpu"))
-        assert rollout["obs"].shape == (6, 2, 4) and rollout["log_prob"].shape == (6, 2)
-        np.testing.assert_array_equal(rollout["obs"].numpy(), batch.obs[:6])
-        np.testing.assert_array_equal(rollout["last_obs"].numpy(), batch.obs[6])
-        assert rollout["truncated"][3].all() and not rollout["terminated"][3].any()
+        rollout = Rollout.from_samples([batch], algo.spec.observation_space, torch.device("cpu"))
+        assert rollout.obs.shape == (6, 2, 4) and rollout.extras["log_prob"].shape == (6, 2)
+        np.testing.assert_array_equal(rollout.obs.numpy(), batch.obs[:6])
+        np.testing.assert_array_equal(rollout.last_obs.numpy(), batch.obs[6])
+        assert rollout.truncated[3].all() and not rollout.terminated[3].any()
         # the cut at step 3 of both copies: their final observations, at flat steps 3 * 2 + b
-        assert rollout["final_index"].tolist() == [6, 7] and rollout["final_obs"].shape == (2, 4)
-        np.testing.assert_array_equal(rollout["final_obs"].numpy(), batch.final_obs)
+        assert rollout.final_index.tolist() == [6, 7] and rollout.final_obs.shape == (2, 4)
+        np.testing.assert_array_equal(rollout.final_obs.numpy(), batch.final_obs)
         # the step after the cut starts from a reset observation, which is not the final one
-        assert not torch.equal(rollout["final_obs"], rollout["obs"][4])
+        assert not torch.equal(rollout.final_obs, rollout.obs[4])
     finally:
         algo.stop()
 
@@ -122,7 +122,7 @@ def _tiny_agent(agent_cls=PPOAgent, cfg=None):  # noqa: ANN001, ANN201
     return agent
 
 
-def _tiny_rollout() -> dict[str, torch.Tensor]:
+def _tiny_rollout() -> Rollout:
     """T = 2 steps of one copy, actions [1, 0] taken by a uniform behaviour policy (log-prob ln 1/2), rewards
     [1, 0], the episode terminates at step 1."""
     return rollout_form({"obs": torch.tensor([[[0.1]], [[0.2]]]), "next_obs": torch.tensor([[[0.2]], [[0.3]]]),
@@ -186,7 +186,7 @@ def _random_steps(agent: PPOAgent, T: int, B: int, seed: int = 0) -> dict[str, t
             "truncated": torch.as_tensor(rng.random((T, B)) < 0.05), "log_prob": extras["log_prob"].reshape(T, B)}
 
 
-def _random_rollout(agent: PPOAgent, T: int, B: int, seed: int = 0) -> dict[str, torch.Tensor]:
+def _random_rollout(agent: PPOAgent, T: int, B: int, seed: int = 0) -> Rollout:
     return rollout_form(_random_steps(agent, T, B, seed))
 
 

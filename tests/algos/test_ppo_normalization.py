@@ -15,6 +15,7 @@ from conftest import assert_same, rollout_form
 from test_resume import without_unseeded_spaces
 
 from rlrun import checkpoint as ckpt
+from rlrun.execution.rollout import Rollout
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 
@@ -41,7 +42,7 @@ def test_presets_are_the_references_settings() -> None:
     assert not plain.algo.normalize_obs and not plain.algo.normalize_reward
 
 
-def hopper_rollout(steps: int = 128) -> dict:
+def hopper_rollout(steps: int = 128) -> Rollout:
     env = gym.make("Hopper-v5")
     obs, _ = env.reset(seed=0)
     rng = np.random.default_rng(0)
@@ -67,14 +68,14 @@ def test_statistics_update_from_raw_observations_and_travel_with_the_weights() -
     learner = PPO.make_agent(cfg.algo, spec, seed=0)
     rollout = hopper_rollout()
     learner.update(rollout)
-    raw = rollout["obs"].squeeze(1).double().numpy()
+    raw = rollout.obs.squeeze(1).double().numpy()
     n = len(raw)
     np.testing.assert_allclose(learner.network.obs_normalizer.stats.mean.numpy(), raw.sum(0) / (n + 1e-4),
                                rtol=1e-9)
     weights = learner.get_weights()
     assert "obs_normalizer.stats.mean" in weights and "obs_normalizer.stats.var" in weights
     worker = PPO.make_worker_policy(cfg.algo, spec, worker_index=1)
-    obs = rollout["obs"].squeeze(1)
+    obs = rollout.obs.squeeze(1)
     assert not torch.allclose(worker.get_actions(obs, explore=False), learner.get_actions(obs, explore=False))
     worker.set_weights(weights)
     assert torch.equal(worker.get_actions(obs, explore=False), learner.get_actions(obs, explore=False))
@@ -120,7 +121,7 @@ def test_the_exported_policy_takes_raw_observations(reference_run: Path) -> None
         policy = restored.policy()
         mean = policy.network.obs_normalizer.stats.mean
         assert float(mean.abs().max()) > 0.1  # the normalisation is not the identity: the comparison can fail
-        raw = hopper_rollout(64)["obs"].squeeze(1)
+        raw = hopper_rollout(64).obs.squeeze(1)
         with torch.no_grad():
             live = policy.get_actions(raw, explore=False)
             exported = model(raw)
@@ -140,7 +141,7 @@ def test_the_onnx_policy_takes_raw_observations(reference_run: Path, tmp_path: P
     try:
         policy = restored.policy()
         path = export_onnx(policy, restored.spec.observation_space, tmp_path / "policy.onnx")
-        raw = hopper_rollout(64)["obs"].squeeze(1).double()  # MuJoCo observations are float64
+        raw = hopper_rollout(64).obs.squeeze(1).double()  # MuJoCo observations are float64
         session = ort.InferenceSession(str(path))
         got = session.run(None, {session.get_inputs()[0].name: raw.numpy()})[0]
         with torch.no_grad():

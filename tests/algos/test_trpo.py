@@ -22,6 +22,7 @@ from rlrun.components.optimizers import TRPOStep
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.errors import ConfigError
+from rlrun.execution.rollout import Rollout
 from rlrun.registry import registry
 
 from .test_ppo import (
@@ -267,7 +268,7 @@ def test_update_built_alone_stays_in_the_trust_region(actions):
     if isinstance(actions, sp.Box):
         assert id(agent.network.head.log_std) in {id(p) for p in actor}
     rollout = _rollout_for(agent, obs_space, T=16, B=4)
-    obs = rollout["obs"].reshape(64, -1)
+    obs = rollout.obs.reshape(64, -1)
     old = _flat_policy(agent, obs)
     info = test.call("update", batch=rollout, check_output=False)
     assert {c.callee for c in test.calls} >= {"trpo_agent", "network", "policy_optimizer"}
@@ -280,7 +281,7 @@ def test_update_built_alone_stays_in_the_trust_region(actions):
     assert all(int(s["step"]) == 6 for s in adam.state.values())
 
 
-def _rollout_for(agent: TRPOAgent, obs_space: sp.Space, T: int, B: int, seed: int = 0) -> dict[str, torch.Tensor]:
+def _rollout_for(agent: TRPOAgent, obs_space: sp.Space, T: int, B: int, seed: int = 0) -> Rollout:
     """A rollout of random observations and actions sampled from the agent (CartPole: test_ppo's, rewards 1;
     otherwise standard-normal rewards and a few truncations)."""
     if obs_space is CARTPOLE_OBS:

@@ -43,6 +43,7 @@ from rlrun.devices.device_map import apply_device_map, component_paths, move
 from rlrun.devices.replicas import ReplicatedUpdate, split_batch
 from rlrun.devices.strategy import cpu_has_bf16
 from rlrun.errors import ConfigError
+from rlrun.execution.rollout import Rollout
 
 OBS = sp.Box(-1.0, 1.0, (4,), np.float32)
 ACTIONS = sp.Discrete(2)
@@ -190,6 +191,24 @@ def test_move_moves_every_tensor_of_a_nest_and_keeps_dtypes() -> None:
     assert out["rest"][1][0] is arr and out["rest"][1][1] == 3
     same = move({"a": a}, torch.device("cpu"))
     assert same["a"] is a
+
+
+def test_move_moves_the_fields_of_a_rollout_and_passes_a_config_on() -> None:
+    """A learner's rollout (a dataclass of tensors, as a mapped agent's update gets it) arrives as a copy with every
+    field moved, its observation nests and extras too; a dataclass without tensors (a config) is the same object."""
+    T, B = 2, 3
+    obs = {"x": torch.zeros(T, B, 4)}
+    rollout = Rollout(obs=obs, last_obs={"x": torch.zeros(B, 4)}, final_obs={"x": torch.zeros(0, 4)},
+                      final_index=torch.zeros(0, dtype=torch.int64), actions=torch.zeros(T, B, dtype=torch.int64),
+                      rewards=torch.zeros(T, B), terminated=torch.zeros(T, B, dtype=torch.bool),
+                      truncated=torch.zeros(T, B, dtype=torch.bool), extras={"log_prob": torch.zeros(T, B)})
+    out = move(rollout, torch.device("meta"))
+    assert isinstance(out, Rollout) and out is not rollout and rollout.obs["x"].device.type == "cpu"
+    leaves = [out.obs["x"], out.last_obs["x"], out.final_obs["x"], out.final_index, out.actions, out.rewards,
+              out.terminated, out.truncated, out.extras["log_prob"]]
+    assert {t.device.type for t in leaves} == {"meta"} and out.final_index.dtype == torch.int64
+    cfg = DQNConfig()
+    assert move(cfg, torch.device("meta")) is cfg
 
 
 class Probe(Component):
