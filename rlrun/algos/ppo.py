@@ -13,6 +13,7 @@ update, epochs of shuffled minibatch steps on the clipped-surrogate loss. Its co
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -25,6 +26,8 @@ from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_ste
 from rlrun.components.policy_losses import ppo_loss
 from rlrun.execution.rollout import Rollout
 from rlrun.ops import explained_variance, flatten_time
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------------- agent
 
@@ -100,3 +103,12 @@ class PPO(OnPolicyPlan):
     the new weights."""
 
     agent_class: type[Component] = PPOAgent
+
+    def __init__(self, cfg: PPOConfig, *args: Any) -> None:
+        super().__init__(cfg, *args)
+        rollout = cfg.rollout_steps * self.workers.num_envs
+        if cfg.minibatch_size > rollout:  # minibatches() takes the whole rollout then: say so, it is not what was asked
+            log.warning("algo.minibatch_size=%d is larger than a rollout (algo.rollout_steps=%d x %d env copies = %d "
+                        "env steps): each epoch is one gradient step on the whole rollout. Set "
+                        "algo.minibatch_size<=%d, or raise algo.rollout_steps.", cfg.minibatch_size,
+                        cfg.rollout_steps, self.workers.num_envs, rollout, rollout)

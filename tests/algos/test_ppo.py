@@ -354,6 +354,16 @@ def test_cli_run_writes_summary_and_exports(workdir: Path):
     assert policy(obs).shape == (3,)
 
 
+def test_a_minibatch_larger_than_the_rollout_is_said_and_each_epoch_is_one_step(workdir: Path):
+    proc = run_rlrun(["algo=ppo", "algo.minibatch_size=1000000", "algo.num_epochs=3", "stop.env_steps=1",
+                      "logger=none", "export.formats=[]"], workdir, check=True)
+    assert ("algo.minibatch_size=1000000 is larger than a rollout (algo.rollout_steps=32 x 8 env copies = 256 env "
+            "steps): each epoch is one gradient step on the whole rollout") in proc.stdout + proc.stderr
+    assert only_summary(workdir)["env_steps"] == 256
+    quiet = run_rlrun(["algo=ppo", "stop.env_steps=1", "logger=none", "export.formats=[]"], workdir, check=True)
+    assert "larger than a rollout" not in quiet.stdout + quiet.stderr
+
+
 def test_cli_graph_prints_the_agent(workdir: Path):
     proc = run_rlrun(["graph", "algo=ppo"], workdir, check=True)
     out = proc.stdout
