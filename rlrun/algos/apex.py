@@ -43,7 +43,7 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.apex_config import ApexConfig
-from rlrun.algos.base import Algorithm, IterationResult, ThreadedLearner
+from rlrun.algos.base import DISCRETE, Algorithm, IterationResult, ThreadedLearner
 from rlrun.components.base import Component, api
 from rlrun.components.losses import DQNLoss, dqn_td_error
 from rlrun.components.nstep import NStepAggregator
@@ -262,12 +262,11 @@ class ApeX(ThreadedLearner, Algorithm):
     steps on batches from the shards, each followed by its priority update."""
 
     agent_class = ApexLearner
+    takes_actions = DISCRETE
 
     @classmethod
     def make_agent(cls, cfg: ApexConfig, spec: EnvSpec, seed: int) -> ApexLearner:
-        if not isinstance(spec.action_space, sp.Discrete):
-            raise ConfigError(f"algo=apex needs a Discrete action space, but env {spec.id} has "
-                              f"{sp.describe(spec.action_space)}. Choose an env with discrete actions.")
+        cls.check_env_actions(cfg, spec)
         return ApexLearner(cfg).build(obs=spec.observation_space, actions=spec.action_space)
 
     def __init__(self, cfg: ApexConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:

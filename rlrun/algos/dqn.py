@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.base import DISCRETE, Algorithm, IterationResult
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.base import Component, api
 from rlrun.components.exploration import EpsilonGreedy
@@ -162,12 +162,11 @@ class DQN(Algorithm):
     """The plan: sample from the worker set, store to replay, learn at the configured replay ratio."""
 
     agent_class = DQNAgent
+    takes_actions = DISCRETE
 
     @classmethod
     def make_agent(cls, cfg: DQNConfig, spec: EnvSpec, seed: int) -> DQNAgent:
-        if not isinstance(spec.action_space, sp.Discrete):
-            raise ConfigError(f"algo=dqn needs a Discrete action space, but env {spec.id} has "
-                              f"{sp.describe(spec.action_space)}. Choose an env with discrete actions.")
+        cls.check_env_actions(cfg, spec)
         return DQNAgent(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
 
     def __init__(self, cfg: DQNConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
