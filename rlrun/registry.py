@@ -1,8 +1,9 @@
 """One registry for every kind of named thing rlrun builds from config.
 
-Kinds: ``algo``, ``env``, ``executor``, ``device``, ``logger``, and component kinds (``network``, ``head``,
-``memory``, ``loss``, ``optimizer``, ``exploration``, ...). A config node names an entry (``algo.name: dqn``);
-the registry turns that name into the class or function that builds it.
+Kinds: ``algo``, ``env``, ``executor``, ``logger``, and the component kinds a config names: ``network`` (the
+torso, ``algo.network``) and ``optimizer`` (TRPO's ``algo.policy_update``). A config node names an entry
+(``algo.name: dqn``); the registry turns that name into the class or function that builds it. Only what a config
+can name is registered: a component the algorithms build from its class is imported, not looked up.
 
 Entries may be given as ``"module:attribute"`` strings so that registering costs no import: ``rlrun --help`` stays
 quick even though torch, ray and mlflow sit behind the entries.
@@ -164,9 +165,6 @@ def _register_builtins(r: Registry) -> None:
                schema="rlrun.config:LocalExecutorConfig", doc="in-process worker set")
     r.register("executor", "ray", "rlrun.execution.ray_executor:RayExecutor",
                schema="rlrun.config:RayExecutorConfig", doc="rollout workers as Ray actors, the learner in the driver")
-    # Device strategies.
-    for name in ("cpu", "cuda", "auto"):
-        r.register("device", name, "rlrun.devices:resolve_device", schema="rlrun.config:DeviceConfig")
     # Logger sinks.
     r.register("logger", "tensorboard", "rlrun.logging.tensorboard:TensorBoardSink",
                schema="rlrun.config:TensorBoardConfig")
@@ -174,38 +172,23 @@ def _register_builtins(r: Registry) -> None:
                schema="rlrun.config:MLflowConfig")
     r.register("logger", "console", "rlrun.logging.console:ConsoleSink",
                schema="rlrun.config:ConsoleConfig")
-    # Components: the library, by kind. Algorithms compose them; third-party code adds its own the same way.
+    # Components a config names: the torsos (algo.network; lstm_core is there to be refused with a reason, a
+    # recurrent core being the algorithm's own switch, IMPALA's algo.use_lstm) and the policy updates of TRPO
+    # (algo.policy_update, which builds multi_step on a gradient_step). The algorithms build their other
+    # components from their classes.
     c = "rlrun.components."
     for kind, name, target in [
         ("network", "mlp", "networks:MLP"),
         ("network", "nature_cnn", "networks:NatureCNN"),
         ("network", "impala_resnet", "networks:ImpalaResNet"),
         ("network", "lstm_core", "networks:LSTMCore"),
-        ("head", "q", "heads:QHead"),
-        ("head", "dueling_q", "heads:DuelingQHead"),
-        ("head", "policy_value", "heads:PolicyValueHead"),
-        ("head", "squashed_gaussian", "squashed_gaussian:SquashedGaussianHead"),
-        ("distribution", "categorical", "distributions:Categorical"),
-        ("distribution", "diag_gaussian", "distributions:DiagGaussian"),
-        ("distribution", "squashed_diag_gaussian", "squashed_gaussian:SquashedDiagGaussian"),
-        ("exploration", "epsilon_greedy", "exploration:EpsilonGreedy"),
-        ("memory", "replay", "memories:ReplayMemory"),
-        ("memory", "prioritized_replay", "prioritized_replay:PrioritizedReplayMemory"),
-        ("memory", "nstep", "nstep:NStepAggregator"),
-        ("memory", "fifo_queue", "fifo_queue:FIFOQueue"),
-        ("loss", "dqn", "losses:DQNLoss"),
         ("optimizer", "gradient_step", "optimizers:GradientStep"),
-        ("optimizer", "synchronization", "optimizers:Synchronization"),
         ("optimizer", "multi_step", "optimizers:MultiStep"),
         ("optimizer", "natural_gradient", "optimizers:NaturalGradient"),
-        ("optimizer", "line_search", "optimizers:LineSearch"),
         ("optimizer", "trpo", "optimizers:TRPOStep"),
         ("optimizer", "evolution_strategies", "optimizers:EvolutionStrategies"),
     ]:
         r.register(kind, name, c + target)
-    # Ops: pure tensor functions (rlrun/ops), registered so configs can name an estimator.
-    for name in ("vtrace", "gae", "discounted_returns", "nstep_returns"):
-        r.register("op", name, f"rlrun.ops:{name}")
 
 
 _register_builtins(registry)

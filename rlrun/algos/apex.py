@@ -10,9 +10,9 @@ The dataflow is RLlib Flow's Ape-X plan (Liang et al. 2021, Fig. 5):
     replay_op = replay shards (async, bounded prefetch) -> learner update -> update priorities
 
 Read top to bottom: the per-actor epsilons, the actor (acting policy, built in each rollout worker), the learner
-(root component), then the plan. It shares DQN's ``QNetwork`` and gradient step
-(:mod:`rlrun.components.q_network`) and the DQN loss; its config schema is
-``rlrun.algos.apex_config.ApexConfig`` (each key documented there and in conf/algo/apex.yaml).
+(root component: DQN's learner, ``rlrun.algos.dqn.DQNLearner``, so the networks, loss and gradient step are DQN's),
+then the plan. Its config schema is ``rlrun.algos.apex_config.ApexConfig`` (each key documented there and in
+conf/algo/apex.yaml).
 
 Choices (where the paper's setting does not carry over as is):
 
@@ -33,7 +33,6 @@ Choices (where the paper's setting does not carry over as is):
 
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import replace
 from typing import Any, Sequence
@@ -43,13 +42,13 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.apex_config import ApexConfig
-from rlrun.algos.base import Algorithm, IterationResult, ThreadedLearner
+from rlrun.algos.base import DISCRETE, Algorithm, IterationResult, ThreadedLearner
+from rlrun.algos.dqn import DQNLearner
 from rlrun.components.base import Component, api
-from rlrun.components.losses import DQNLoss, dqn_td_error
+from rlrun.components.losses import dqn_td_error
 from rlrun.components.nstep import NStepAggregator
-from rlrun.components.optimizers import Synchronization, optimizer_step
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.components.q_network import QNetwork, q_loss
+from rlrun.components.q_network import QNetwork
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread
@@ -169,78 +168,15 @@ def make_actor(cfg: ApexConfig, spec: EnvSpec, epsilons: Sequence[float], envs_p
 # ---------------------------------------------------------------------------------------------------- learner
 
 
-class ApexLearner(Component):
-    """The root component: online and target Q-networks, the DQN loss and the optimizer. Acts greedily (evaluation
-    and export; the actors explore)."""
-
-    routes_updates = True
+class ApexLearner(DQNLearner):
+    """The root component: DQN's learner (:class:`rlrun.algos.dqn.DQNLearner`: the online and target Q-networks,
+    the DQN loss, the optimizer and its gradient step) on the batches the plan draws from the replay shards, with
+    their importance weights; its ``td_error`` are the new priorities. No replay or exploration of its own (the
+    shards and the actors have them): it acts greedily (evaluation and export), and its weights are the online
+    Q-network (each actor's epsilon is its own and fixed)."""
 
     def __init__(self, cfg: ApexConfig) -> None:
-        super().__init__("apex_learner")
-        self.cfg = cfg
-        self.q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="q")
-        self.target_q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="target_q")
-        self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
-        self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
-        self.update_strategy: Any = None  # set by the device strategy (device=replicas, device.precision)
-
-    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
-        self.build_child(self.q, obs=obs, actions=actions)
-        self.build_child(self.target_q, obs=obs, actions=actions)
-        self.target_q.load_state_dict(self.q.state_dict())
-        self.target_q.requires_grad_(False)
-        self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps,
-                                          fused=True)  # one fused kernel, as DQN
-        self.output_spaces["get_actions"] = actions
-
-    def get_extra_state(self) -> Any:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def set_extra_state(self, state: Any) -> None:
-        # a deep copy: torch's Optimizer.load_state_dict would share another agent's live moment tensors
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
-
-    @api
-    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
-        """Greedy actions (``explore`` is accepted for the agent API; exploration is the actors')."""
-        return self.q(obs).argmax(dim=-1)
-
-    @api
-    def update(self, batch: dict[str, Any], weights: torch.Tensor | None = None) -> dict:
-        """One gradient step on n-step ``batch`` (importance ``weights`` [B], or None); then the target sync.
-        Returns ``loss`` and the per-item ``td_error`` (the new priorities)."""
-        batch = {k: _to(v, _device(self.q)) for k, v in batch.items()}
-        weights = None if weights is None else torch.as_tensor(weights).to(_device(self.q))
-
-        if self.update_strategy is None:
-            loss, info = q_loss(self.q, self.target_q, self.loss, (batch, weights))
-            info.update(optimizer_step(self.optimizer, loss, self.cfg.max_grad_norm))
-        else:  # device=replicas / device.precision=bf16: the same step, split into shards or under autocast
-            loss_fn = functools.partial(q_loss, self.q, self.target_q, self.loss)
-            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights), self.cfg.max_grad_norm)
-        self.target_sync.step(self.q, self.target_q)
-        return info
-
-    @api
-    def get_weights(self) -> dict[str, torch.Tensor]:
-        """What an actor needs: the online Q-network (its epsilon is its own and fixed)."""
-        return {k: v.detach().clone() for k, v in self.q.state_dict().items()}
-
-    @api
-    def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        self.q.load_state_dict(weights)
-
-
-def _device(module: torch.nn.Module) -> torch.device:
-    return next(module.parameters()).device
-
-
-def _to(value: Any, device: torch.device) -> Any:
-    """A nest of arrays/tensors as tensors on ``device``."""
-    if isinstance(value, dict):
-        return {k: _to(v, device) for k, v in value.items()}
-    return torch.as_tensor(value).to(device)
+        super().__init__(cfg, "apex_learner", adam_eps=cfg.adam_eps)
 
 
 def make_shard_memory(capacity: int, cfg: ApexConfig, spec: EnvSpec, seed: int,
@@ -262,12 +198,11 @@ class ApeX(ThreadedLearner, Algorithm):
     steps on batches from the shards, each followed by its priority update."""
 
     agent_class = ApexLearner
+    takes_actions = DISCRETE
 
     @classmethod
     def make_agent(cls, cfg: ApexConfig, spec: EnvSpec, seed: int) -> ApexLearner:
-        if not isinstance(spec.action_space, sp.Discrete):
-            raise ConfigError(f"algo=apex needs a Discrete action space, but env {spec.id} has "
-                              f"{sp.describe(spec.action_space)}. Choose an env with discrete actions.")
+        cls.check_env_actions(cfg, spec)
         return ApexLearner(cfg).build(obs=spec.observation_space, actions=spec.action_space)
 
     def __init__(self, cfg: ApexConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
+import numpy as np
 import torch
 
+from rlrun import spaces as sp
 from rlrun.algos.multiagent_config import shared_policy_config
 from rlrun.envs.gym_env import EnvSpec
-from rlrun.errors import RlrunError
+from rlrun.errors import ConfigError, RlrunError
 from rlrun.registry import registry
 
 LEARNER_METRIC_NAMES = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
@@ -21,6 +23,43 @@ reported as they are."""
 def learner_metrics(info: dict[str, Any]) -> dict[str, float]:
     """An update's info as metrics: :data:`LEARNER_METRIC_NAMES` applied, values as floats."""
     return {LEARNER_METRIC_NAMES.get(k, k): float(v) for k, v in info.items()}
+
+
+@dataclass(frozen=True)
+class ActionSpaces:
+    """The action spaces an algorithm takes (its plan's ``takes_actions``), and what a user whose env has another
+    should do instead."""
+
+    needs: str
+    """What the algorithm needs, as the message says it: ``a Discrete action space``."""
+    accepts: Callable[[sp.Space], bool]
+    fix: str
+    """The way out: another env, or an algorithm that takes the env's actions."""
+
+
+def _float_box(space: sp.Space) -> bool:
+    return isinstance(space, sp.Box) and np.issubdtype(np.dtype(space.dtype), np.floating)
+
+
+DISCRETE = ActionSpaces("a Discrete action space", lambda s: isinstance(s, sp.Discrete),
+                        "Choose an env with discrete actions (e.g. env=cartpole), or an algorithm for continuous "
+                        "actions (algo=sac, algo=ppo).")
+CONTINUOUS = ActionSpaces("a continuous (float Box) action space", _float_box,
+                          "Choose an env with continuous actions (e.g. env=pendulum), or a discrete-action algorithm "
+                          "(algo=dqn, algo=ppo).")
+DISCRETE_OR_BOX = ActionSpaces("a Discrete or Box action space", lambda s: isinstance(s, (sp.Discrete, sp.Box)),
+                               "Wrap the env so that its actions are one Discrete or Box space.")
+
+
+def check_action_space(algo: str, takes: ActionSpaces, space: sp.Space, env_id: str | None = None) -> None:
+    """Refuse an action space ``algo`` does not take, in one line (the CLI exits 2 on a ``ConfigError``) naming the
+    algorithm, the env (``env_id``, where the caller knows it) and its space, and the fix. Plans check the env spec
+    before building their agent (:meth:`Algorithm.check_env_actions`); an agent built straight from spaces checks
+    them in its build."""
+    if takes.accepts(space):
+        return
+    env = f"env {env_id}" if env_id else "the env"
+    raise ConfigError(f"algo={algo} needs {takes.needs}, but {env} has {sp.describe(space)}. {takes.fix}")
 
 
 @dataclass
@@ -52,6 +91,9 @@ class Algorithm(ABC):
     class of its root component (whose declared capabilities rlrun reads before building anything)."""
 
     agent_class: ClassVar[type | None] = None
+    takes_actions: ClassVar[ActionSpaces | None] = None
+    """The action spaces the algorithm takes (:data:`DISCRETE`, :data:`CONTINUOUS`, :data:`DISCRETE_OR_BOX`); None:
+    its agent checks what it builds from (a plan of plans)."""
 
     def __init__(self, cfg: Any, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         self.cfg, self.spec, self.executor, self.device, self.seed = cfg, spec, executor, device, seed
@@ -62,6 +104,13 @@ class Algorithm(ABC):
         ``stop_check``; a plan outside a run never stops early)."""
         check = getattr(self, "stop_check", None)
         return bool(check()) if check is not None else False
+
+    @classmethod
+    def check_env_actions(cls, cfg: Any, spec: EnvSpec) -> None:
+        """Refuse an env whose action space this algorithm does not take (``takes_actions``), before ``make_agent``
+        builds anything."""
+        if cls.takes_actions is not None:
+            check_action_space(cfg.name, cls.takes_actions, spec.action_space, spec.id)
 
     @classmethod
     def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Any:

@@ -1,8 +1,9 @@
 """DQN: double DQN with a target network (Mnih et al. 2015; van Hasselt et al. 2016), and as switches a dueling
 head (Wang et al. 2016), proportional prioritised replay (Schaul et al. 2016) and n-step returns.
 
-Read top to bottom: the agent (root component: act, observe, update), then the plan. The Q-network and the gradient
-step it shares with Ape-X are components (:mod:`rlrun.components.q_network`).
+Read top to bottom: the learner (Q-networks, loss, optimizer, the gradient step: Ape-X's learner is one too), the
+agent (root component: the learner with epsilon-greedy acting and its own replay), then the plan. The Q-network and
+the loss are components (:mod:`rlrun.components.q_network`).
 Its config schema is ``rlrun.algos.dqn_config.DQNConfig`` (each key documented there and in conf/algo/dqn.yaml).
 """
 
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.base import DISCRETE, Algorithm, IterationResult
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.base import Component, api
 from rlrun.components.exploration import EpsilonGreedy
@@ -32,29 +33,24 @@ from rlrun.errors import ConfigError
 from rlrun.ops.action_mask import MASK_KEY
 
 
-class DQNAgent(Component):
-    """The DQN agent API: get_actions, observe (store transitions), update (one gradient step), weights."""
+class DQNLearner(Component):
+    """What learns in DQN, and is Ape-X's learner too (``rlrun.algos.apex.ApexLearner``): the online and target
+    Q-networks, the DQN loss, the target sync and the Adam optimizer. ``update`` takes one gradient step; acting
+    without exploration is greedy in Q. ``memory``: the agent's own replay (:class:`DQNAgent`), or None where the
+    plan hands ``update`` its batches (Ape-X: from its replay shards)."""
 
-    learns_from = "observe"
     routes_updates = True
 
-    def __init__(self, cfg: DQNConfig, seed: int = 0) -> None:
-        super().__init__("dqn_agent")
+    def __init__(self, cfg: Any, name: str, adam_eps: float = 1e-8) -> None:
+        """``cfg``: a DQN or Ape-X config (the keys of the networks, the loss, the sync and the step)."""
+        super().__init__(name)
         self.cfg = cfg
+        self.adam_eps = adam_eps
         self.q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="q")
         self.target_q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="target_q")
-        self.exploration = EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps)
-        if cfg.prioritized_replay:
-            self.memory: Component = PrioritizedReplayMemory(cfg.buffer_size, alpha=cfg.per_alpha,
-                                                             beta_start=cfg.per_beta_start,
-                                                             beta_steps=cfg.per_beta_steps, seed=seed,
-                                                             frames_per_record=cfg.frames_per_record)
-        else:
-            self.memory = ReplayMemory(cfg.buffer_size, seed=seed, frames_per_record=cfg.frames_per_record)
-        # n > 1: transitions pass through the aggregator (per env copy of the one local worker) before replay.
-        self.n_step = NStepAggregator(cfg.n_step, cfg.gamma) if cfg.n_step > 1 else None
         self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
         self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
+        self.memory: Component | None = None
         # Set by the device strategy (rlrun.devices.apply_device_strategy) for device=replicas or
         # device.precision=bf16: a ReplicatedUpdate that takes the gradient step; None = the plain step.
         self.update_strategy: Any = None
@@ -64,6 +60,88 @@ class DQNAgent(Component):
         self.build_child(self.target_q, obs=obs, actions=actions)
         self.target_q.load_state_dict(self.q.state_dict())
         self.target_q.requires_grad_(False)
+        self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
+        # fused=True: one Adam kernel over all parameters instead of ~10 small ops per parameter tensor (the same
+        # update rule)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.cfg.lr, eps=self.adam_eps, fused=True)
+        self.output_spaces["get_actions"] = actions
+
+    def get_extra_state(self) -> Any:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def set_extra_state(self, state: Any) -> None:
+        # a deep copy: torch's Optimizer.load_state_dict would share another agent's live moment tensors
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+
+    @api
+    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        """Greedy actions (``explore`` is accepted for the agent API; a learner without exploration of its own)."""
+        return self.q(obs).argmax(dim=-1)
+
+    @api
+    def update(self, batch: dict | None = None, weights: torch.Tensor | None = None) -> dict:
+        """One gradient step on ``batch`` (importance ``weights`` [B], or None), then the target sync; returns
+        ``loss`` and the per-item ``td_error`` (Ape-X's new priorities). Without a batch, one is sampled from the
+        agent's own replay, and with prioritised replay the sampled items get their new priorities."""
+        indices = None
+        if batch is None:
+            if isinstance(self.memory, PrioritizedReplayMemory):
+                batch, indices, weights = self.memory.sample(self.cfg.batch_size)
+            else:
+                batch = self.memory.sample(self.cfg.batch_size)
+        else:  # handed over, perhaps as numpy (Ape-X's records from its replay shards): tensors where the Q-net is
+            device = next(self.q.parameters()).device
+            batch = _to(batch, device)
+            weights = None if weights is None else torch.as_tensor(weights).to(device)
+
+        if self.update_strategy is None:
+            loss, info = q_loss(self.q, self.target_q, self.loss, (batch, weights))
+            info.update(optimizer_step(self.optimizer, loss, self.cfg.max_grad_norm))
+        else:  # device=replicas / device.precision=bf16: the same step, split into shards or under autocast
+            loss_fn = functools.partial(q_loss, self.q, self.target_q, self.loss)
+            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights), self.cfg.max_grad_norm)
+        if indices is not None:
+            self.memory.update_priorities(indices, info["td_error"])
+        self.target_sync.step(self.q, self.target_q)
+        return info
+
+    @api
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        """What an acting copy needs: the online Q-network."""
+        return {k: v.detach().clone() for k, v in self.q.state_dict().items()}
+
+    @api
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.q.load_state_dict(weights)
+
+
+def _to(value: Any, device: torch.device) -> Any:
+    """A nest of arrays/tensors as tensors on ``device``."""
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    return torch.as_tensor(value).to(device)
+
+
+class DQNAgent(DQNLearner):
+    """The DQN agent API: get_actions (epsilon-greedy), observe (store transitions in its own replay), update (one
+    gradient step on a replay sample: :meth:`DQNLearner.update`), weights."""
+
+    learns_from = "observe"
+
+    def __init__(self, cfg: DQNConfig, seed: int = 0) -> None:
+        super().__init__(cfg, "dqn_agent")
+        self.exploration = EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps)
+        if cfg.prioritized_replay:
+            self.memory = PrioritizedReplayMemory(cfg.buffer_size, alpha=cfg.per_alpha, beta_start=cfg.per_beta_start,
+                                                  beta_steps=cfg.per_beta_steps, seed=seed,
+                                                  frames_per_record=cfg.frames_per_record)
+        else:
+            self.memory = ReplayMemory(cfg.buffer_size, seed=seed, frames_per_record=cfg.frames_per_record)
+        # n > 1: transitions pass through the aggregator (per env copy of the one local worker) before replay.
+        self.n_step = NStepAggregator(cfg.n_step, cfg.gamma) if cfg.n_step > 1 else None
+
+    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        super()._build(obs, actions)
         mask = obs.spaces.get(MASK_KEY) if isinstance(obs, sp.Dict) else None
         if mask is None:
             self.build_child(self.exploration, q=self.q.output("forward"))
@@ -75,18 +153,6 @@ class DQNAgent(Component):
             self.build_child(self.n_step, obs=obs, actions=actions)
             records = self.n_step.output("add")
         self.build_child(self.memory, records=records)
-        self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
-        # fused=True: one Adam kernel over all parameters instead of ~10 small ops per parameter tensor (the same
-        # update rule)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.cfg.lr, fused=True)
-        self.output_spaces["get_actions"] = actions
-
-    def get_extra_state(self) -> Any:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def set_extra_state(self, state: Any) -> None:
-        # a deep copy: torch's Optimizer.load_state_dict would share another agent's live moment tensors
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
 
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
@@ -121,31 +187,10 @@ class DQNAgent(Component):
             self.observe(*step)
 
     @api
-    def update(self, batch: dict | None = None) -> dict:
-        """One gradient step on ``batch`` (default: a batch sampled from replay); then the target sync."""
-        indices = weights = None
-        if batch is None:
-            if self.cfg.prioritized_replay:
-                batch, indices, weights = self.memory.sample(self.cfg.batch_size)
-            else:
-                batch = self.memory.sample(self.cfg.batch_size)
-
-        if self.update_strategy is None:
-            loss, info = q_loss(self.q, self.target_q, self.loss, (batch, weights))
-            info.update(optimizer_step(self.optimizer, loss, self.cfg.max_grad_norm))
-        else:  # device=replicas / device.precision=bf16: the same step, split into shards or under autocast
-            loss_fn = functools.partial(q_loss, self.q, self.target_q, self.loss)
-            info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights), self.cfg.max_grad_norm)
-        if indices is not None:
-            self.memory.update_priorities(indices, info["td_error"])
-        self.target_sync.step(self.q, self.target_q)
-        return info
-
-    @api
     def get_weights(self) -> dict[str, torch.Tensor]:
-        """What an acting copy needs: the online Q-network and the epsilon schedule's step (so a remote
-        worker's exploration decays with the learner's env-step count)."""
-        weights = {k: v.detach().clone() for k, v in self.q.state_dict().items()}
+        """The online Q-network and the epsilon schedule's step (so a remote worker's exploration decays with the
+        learner's env-step count)."""
+        weights = super().get_weights()
         weights["exploration.timestep"] = self.exploration.timestep.detach().clone()
         return weights
 
@@ -153,7 +198,7 @@ class DQNAgent(Component):
     def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
         weights = dict(weights)
         timestep = weights.pop("exploration.timestep", None)
-        self.q.load_state_dict(weights)
+        super().set_weights(weights)
         if timestep is not None:
             self.exploration.timestep.copy_(timestep)
 
@@ -162,12 +207,11 @@ class DQN(Algorithm):
     """The plan: sample from the worker set, store to replay, learn at the configured replay ratio."""
 
     agent_class = DQNAgent
+    takes_actions = DISCRETE
 
     @classmethod
     def make_agent(cls, cfg: DQNConfig, spec: EnvSpec, seed: int) -> DQNAgent:
-        if not isinstance(spec.action_space, sp.Discrete):
-            raise ConfigError(f"algo=dqn needs a Discrete action space, but env {spec.id} has "
-                              f"{sp.describe(spec.action_space)}. Choose an env with discrete actions.")
+        cls.check_env_actions(cfg, spec)
         return DQNAgent(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
 
     def __init__(self, cfg: DQNConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:

@@ -21,14 +21,13 @@ from typing import Any, Callable
 import torch
 
 from rlrun import spaces as sp
-from rlrun.algos.base import Algorithm, IterationResult, learner_metrics
+from rlrun.algos.base import DISCRETE_OR_BOX, Algorithm, IterationResult, check_action_space, learner_metrics
 from rlrun.components.actor_critic import ActorCritic
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.normalizers import RewardScaler
 from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.envs.gym_env import EnvSpec
-from rlrun.errors import ConfigError
 from rlrun.execution.rollout import Rollout
 from rlrun.ops import flatten_time, truncation_aware_gae
 
@@ -39,8 +38,7 @@ def build_actor_critic(agent: Component, obs: sp.Space, actions: sp.Space) -> No
     """The build of an actor-critic agent (PPO, A2C, IMPALA, APPO) with ``agent.network``: Discrete or Box actions
     only, the network built from the spaces, and for Box actions the bounds samples are clipped to for the env (the
     learner uses the raw sample)."""
-    if not isinstance(actions, (sp.Discrete, sp.Box)):
-        raise ConfigError(f"algo={agent.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
+    check_action_space(agent.cfg.name, DISCRETE_OR_BOX, actions)
     agent.action_space = actions
     agent.continuous = isinstance(actions, sp.Box)
     agent.build_child(agent.network, obs=obs, actions=actions)
@@ -256,12 +254,11 @@ class ActorCriticPlan(Algorithm):
     ``agent_class`` from the env spec, and the same agent, seeded by the worker index, as a worker's policy."""
 
     agent_class: type[Component]
+    takes_actions = DISCRETE_OR_BOX
 
     @classmethod
     def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Component:
-        if not isinstance(spec.action_space, (sp.Discrete, sp.Box)):
-            raise ConfigError(f"algo={cfg.name} needs a Discrete or Box action space, but env {spec.id} has "
-                              f"{sp.describe(spec.action_space)}.")
+        cls.check_env_actions(cfg, spec)
         return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
 
     @classmethod

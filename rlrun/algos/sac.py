@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.algos.base import CONTINUOUS, Algorithm, IterationResult, check_action_space
 from rlrun.algos.sac_config import SACConfig
 from rlrun.components.base import Component, api
 from rlrun.components.memories import ReplayMemory
@@ -200,8 +200,7 @@ class SACAgent(Component):
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
-        if not isinstance(actions, sp.Box) or not np.issubdtype(np.dtype(actions.dtype), np.floating):
-            raise ConfigError(f"algo=sac needs a continuous (float Box) action space, got {sp.describe(actions)}.")
+        check_action_space(self.cfg.name, CONTINUOUS, actions)
         low, high = np.asarray(actions.low, np.float64), np.asarray(actions.high, np.float64)
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
             raise ConfigError(f"algo=sac squashes actions into the Box bounds, so they must be finite; got "
@@ -365,15 +364,12 @@ class SAC(Algorithm):
     ``gradient_steps`` gradient steps per ``train_every`` env steps once ``learning_starts`` env steps are stored."""
 
     agent_class = SACAgent
+    takes_actions = CONTINUOUS
 
     @classmethod
     def make_agent(cls, cfg: SACConfig, spec: EnvSpec, seed: int) -> SACAgent:
-        space = spec.action_space
-        if not isinstance(space, sp.Box) or not np.issubdtype(np.dtype(space.dtype), np.floating):
-            raise ConfigError(f"algo=sac needs a continuous (float Box) action space, but env {spec.id} has "
-                              f"{sp.describe(space)}. Choose an env with continuous actions (e.g. env=pendulum), or "
-                              f"a discrete-action algorithm (algo=dqn, algo=ppo).")
-        return SACAgent(cfg, seed).build(obs=spec.observation_space, actions=space)
+        cls.check_env_actions(cfg, spec)
+        return SACAgent(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
 
     def __init__(self, cfg: SACConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         super().__init__(cfg, spec, executor, device, seed)

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from rlrun import spaces as sp
+from rlrun.algos.base import DISCRETE_OR_BOX, check_action_space
 from rlrun.algos.on_policy import OnPolicyAgent, OnPolicyPlan
 from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.components.actor_critic import ActorCritic
@@ -38,7 +39,6 @@ from rlrun.components.base import Component, api
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
-from rlrun.errors import ConfigError
 from rlrun.execution.rollout import Rollout
 from rlrun.ops import explained_variance, flatten_time
 from rlrun.registry import registry
@@ -141,8 +141,7 @@ class TRPOAgent(OnPolicyAgent):
         return self.value_optimizer
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
-        if not isinstance(actions, (sp.Discrete, sp.Box)):
-            raise ConfigError(f"algo={self.cfg.name} needs a Discrete or Box action space, got {sp.describe(actions)}.")
+        check_action_space(self.cfg.name, DISCRETE_OR_BOX, actions)
         self.action_space = actions
         self.continuous = isinstance(actions, sp.Box)
         self.build_child(self.network, obs=obs, actions=actions)
