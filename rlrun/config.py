@@ -292,6 +292,31 @@ class MLflowConfig(Declared):
     """Extra MLflow tags for the run; a sweep sets rlrun.group, rlrun.sweep_dir, rlrun.job_num, rlrun.overrides."""
 
 
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+@dataclass
+class WandbConfig(Declared):
+    key_prefix: ClassVar[str] = "logger.wandb"
+
+    enabled: bool = False
+    """Log params (as the run's config), metrics and the summary to Weights & Biases; needs the wandb extra
+    (pip install 'rlrun[wandb]'). logger=wandb turns it on beside TensorBoard."""
+    project: str = "rlrun"
+    """W&B project the run is logged under."""
+    entity: Optional[str] = None
+    """W&B team or user; null: the account's default entity."""
+    mode: str = key("online", choices=WANDB_MODES)
+    """online (sync to the W&B server as the run goes) | offline (files in the W&B directory only: wandb sync
+    uploads them later) | disabled (W&B's no-op run)."""
+    dir: Optional[str] = None
+    """Where W&B writes its files (a wandb/ folder in it); null: $WANDB_DIR if set, else the run directory."""
+    init_timeout_s: float = key(30.0, "(0, inf)")
+    """Seconds wandb.init may take (online: reaching the server) before the run goes on without W&B."""
+    tags: list[str] = field(default_factory=list)
+    """W&B tags of the run (short labels, e.g. [baseline, cartpole])."""
+
+
 @dataclass
 class ConsoleConfig(Declared):
     key_prefix: ClassVar[str] = "logger.console"
@@ -309,6 +334,7 @@ class LoggerConfig(Declared):
     name: str = "default"
     tensorboard: TensorBoardConfig = field(default_factory=TensorBoardConfig)
     mlflow: MLflowConfig = field(default_factory=MLflowConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
     report_interval_s: float = key(1.0, "[0, inf)")
     """Seconds between metric reports to every sink (0: after every training_step); the last one is always sent."""
@@ -523,7 +549,27 @@ def validate(cfg: DictConfig) -> DictConfig:
     if cfg.checkpoint.keep_best and cfg.eval.interval_env_steps is None:
         raise ConfigError("checkpoint.keep_best=true needs evaluations to rank checkpoints by: set "
                           "eval.interval_env_steps (e.g. eval.interval_env_steps=10000).")
+    check_extras(cfg)
     return cfg
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it (wandb's import alone takes a second)."""
+    import importlib.util
+    import sys
+
+    if module in sys.modules:
+        return sys.modules[module] is not None  # None: a blocked import (how the tests take a package away)
+    return importlib.util.find_spec(module) is not None
+
+
+def check_extras(cfg: DictConfig) -> None:
+    """Refuse, before anything starts, a setting whose optional extra is not installed: one line naming the key
+    and the pip command (rather than a traceback minutes into the run, at the first evaluation or sink call)."""
+    wandb = cfg.logger.get("wandb")
+    if wandb is not None and wandb.get("enabled") and not installed("wandb"):
+        raise ConfigError("logger.wandb.enabled=true (logger=wandb): the wandb package is not installed; "
+                          "pip install 'rlrun[wandb]'.")
 
 
 def _check_against(schema: Any, node: DictConfig, prefix: str, skip: tuple[str, ...] = ()) -> None:

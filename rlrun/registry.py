@@ -170,6 +170,8 @@ def _register_builtins(r: Registry) -> None:
                schema="rlrun.config:TensorBoardConfig")
     r.register("logger", "mlflow", "rlrun.logging.mlflow_sink:MLflowSink",
                schema="rlrun.config:MLflowConfig")
+    r.register("logger", "wandb", "rlrun.logging.wandb_sink:WandbSink",
+               schema="rlrun.config:WandbConfig")
     r.register("logger", "console", "rlrun.logging.console:ConsoleSink",
                schema="rlrun.config:ConsoleConfig")
     # Components a config names: the torsos (algo.network; lstm_core is there to be refused with a reason, a
