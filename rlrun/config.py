@@ -391,6 +391,9 @@ class EvalConfig(Declared):
     background: Optional[bool] = None
     """Play evaluations on a driver thread while training goes on; null: true for executor=ray, false for local
     (inline: deterministic)."""
+    video: bool = False
+    """Record every evaluation's episodes as mp4 into <run dir>/videos/eval-<env step>/ and log them to the
+    trackers (TensorBoard, MLflow artifacts, W&B); needs the video extra (pip install 'rlrun[video]')."""
 
 
 @dataclass
@@ -570,6 +573,17 @@ def check_extras(cfg: DictConfig) -> None:
     if wandb is not None and wandb.get("enabled") and not installed("wandb"):
         raise ConfigError("logger.wandb.enabled=true (logger=wandb): the wandb package is not installed; "
                           "pip install 'rlrun[wandb]'.")
+    if cfg.eval.get("video"):
+        if cfg.eval.interval_env_steps is None:
+            raise ConfigError("eval.video=true records the periodic evaluations: set eval.interval_env_steps "
+                              "(e.g. eval.interval_env_steps=10000).")
+        if cfg.algo.name == "multiagent" or cfg.env.name == "pettingzoo":
+            raise ConfigError("eval.video=true: recording multi-agent runs is not there yet (as rlrun eval --video).")
+        missing = [m for m in ("moviepy", "pygame") if not installed(m)]
+        if missing:
+            raise ConfigError(f"eval.video=true: {' and '.join(missing)} not installed (recording writes mp4 "
+                              f"through moviepy; classic-control envs render with pygame); "
+                              f"pip install 'rlrun[video]'.")
 
 
 def _check_against(schema: Any, node: DictConfig, prefix: str, skip: tuple[str, ...] = ()) -> None:

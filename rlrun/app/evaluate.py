@@ -98,15 +98,18 @@ def run_episodes(policy: Any, env: Any, obs_space: sp.Space, episodes: int, seed
     return returns, lengths
 
 
-def make_env(env_cfg: Any, video_dir: Path | None) -> Any:
+def make_env(env_cfg: Any, video_dir: Path | None, what: str = "--video") -> Any:
     """One evaluation env copy from the run's env config (``make(evaluation=True)``: Atari without reward clipping
     and life-loss episodes, so an episode's return is a whole game's raw score); wrapped in RecordVideo (every
-    episode) when ``video_dir`` is set."""
+    episode) when ``video_dir`` is set. ``what``: the setting an error names (``--video``, ``eval.video=true``)."""
     from omegaconf import OmegaConf
 
     if video_dir is None:
         return registry.build("env", env_cfg.name, env_cfg).make(evaluation=True)
-    cfg = OmegaConf.merge(env_cfg, {"kwargs": {"render_mode": "rgb_array"}})
+    # A plain copy: a training run's env node is in struct mode (eval.video), where a new kwargs key is refused.
+    plain = OmegaConf.to_container(env_cfg, resolve=True)
+    plain["kwargs"] = {**(plain.get("kwargs") or {}), "render_mode": "rgb_array"}
+    cfg = OmegaConf.create(plain)
     env = registry.build("env", cfg.name, cfg).make(evaluation=True)
     try:
         from gymnasium.wrappers import RecordVideo
@@ -115,7 +118,7 @@ def make_env(env_cfg: Any, video_dir: Path | None) -> Any:
                            disable_logger=True)
     except Exception as e:  # noqa: BLE001 - gymnasium's DependencyNotInstalled, or an env that cannot render
         env.close()
-        raise RlrunError(f"--video: cannot record {env_cfg.id}: {' '.join(str(e).split())} (the video extra "
+        raise RlrunError(f"{what}: cannot record {env_cfg.id}: {' '.join(str(e).split())} (the video extra "
                          f"installs what recording needs: pip install 'rlrun[video]')") from None
 
 

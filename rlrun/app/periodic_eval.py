@@ -15,6 +15,12 @@ A background result is logged at the env step its snapshot was taken, when it ar
 
 Metrics: ``eval/return_mean``, ``eval/return_std``, ``eval/length_mean`` (TensorBoard, MLflow, the progress line).
 With ``checkpoint.keep_best`` the checkpoint of the best evaluation so far is kept as ``checkpoints/best.pt``.
+
+With ``eval.video`` every evaluation plays on a recording env copy of its own (``rlrun eval --video``'s:
+gymnasium's RecordVideo, every episode, through moviepy), built for that evaluation so that its mp4 files land in
+``<run dir>/videos/eval-<env step>/``; the outcome lists them and the run logs them to the trackers that show
+videos (``MetricsLogger.log_videos``). The recording env renders (``render_mode=rgb_array``) but steps as the plain
+one does, from the same seed: the figures are the same with and without video.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import concurrent.futures
 import copy
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -44,6 +51,7 @@ class EvalOutcome:
     lengths: list[int]
     candidate: Any = None  # background mode with keep_best: the checkpoint state taken with the snapshot
     extra: dict[str, float] = field(default_factory=dict)  # multi-agent: eval/policy/<id>/return_mean
+    videos: list[Path] = field(default_factory=list)  # eval.video: the episodes' mp4 files, in episode order
 
     @property
     def return_mean(self) -> float:
@@ -58,7 +66,10 @@ class PeriodicEvaluator:
     """Decides when an evaluation is due, runs it (inline or on a thread), and keeps the best mean so far."""
 
     def __init__(self, cfg: Any, env_factory: Any, algo: Any, run_seed: int, env_steps: int,
-                 background: bool) -> None:
+                 background: bool, video_dir: Path | None = None,
+                 recording_env: Callable[[Path], Any] | None = None) -> None:
+        """``video_dir`` and ``recording_env`` (eval.video): where the evaluations' folders go, and a maker of a
+        recording env copy writing into a given folder (:func:`rlrun.app.evaluate.make_env`)."""
         self.interval = int(cfg.interval_env_steps)
         self.episodes = int(cfg.episodes)
         self.seed = int(run_seed) + EVAL_SEED_OFFSET if cfg.seed is None else int(cfg.seed)
@@ -76,6 +87,7 @@ class PeriodicEvaluator:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlrun-eval") if background else None
         self._pending: concurrent.futures.Future | None = None
         self._factory = _policy_factory(algo)
+        self.video_dir, self.recording_env = video_dir, recording_env
 
     # ------------------------------------------------------------------ scheduling
 
@@ -116,14 +128,19 @@ class PeriodicEvaluator:
                 plain_data.set_rng_state(state)
             extra = {f"eval/policy/{pid}/return_mean": v for pid, v in found["policy_return_mean"].items()}
             return EvalOutcome(env_steps, found["returns"], found["lengths"], candidate, extra)
+        folder = None if self.recording_env is None else self.video_dir / f"eval-{env_steps}"
+        env = self.env if folder is None else self.recording_env(folder)
         try:
             policy.eval() if hasattr(policy, "eval") else None
-            returns, lengths = run_episodes(policy, self.env, self.obs_space, self.episodes, self.seed,
+            returns, lengths = run_episodes(policy, env, self.obs_space, self.episodes, self.seed,
                                             getattr(policy, "device", "cpu"))
         finally:
+            if env is not self.env:
+                env.close()  # RecordVideo writes the last episode's file on close
             if state is not None:
                 plain_data.set_rng_state(state)
-        return EvalOutcome(env_steps, returns, lengths, candidate)
+        videos = [] if folder is None else sorted(folder.glob("*.mp4"), key=_episode_number)
+        return EvalOutcome(env_steps, returns, lengths, candidate, videos=videos)
 
     def start(self, env_steps: int, candidate: Callable[[], Any] | None = None) -> EvalOutcome | None:
         """Evaluate the current policy: inline, the outcome now; background, None (``collect`` gives it later).
@@ -173,6 +190,12 @@ class PeriodicEvaluator:
             self._pool.shutdown(wait=True, cancel_futures=True)
         if self.env is not None:
             self.env.close()
+
+
+def _episode_number(path: Path) -> int:
+    """RecordVideo's ``eval-episode-<i>.mp4``: its episode, so that episode 10 sorts after episode 9."""
+    tail = path.stem.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
 
 
 def _policy_factory(algo: Any) -> Callable[[int], Any] | None:

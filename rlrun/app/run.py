@@ -30,6 +30,7 @@ consistent); a second one stops it at once, keeping the last checkpoint written 
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import math
@@ -49,6 +50,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlrun import checkpoint as ckpt
 from rlrun import plain_data
 from rlrun.algos.base import build_plan
+from rlrun.app.evaluate import make_env
 from rlrun.app.periodic_eval import PeriodicEvaluator
 from rlrun.app.run_lock import run_directory_lock
 from rlrun.app.startup_gc import resume_collection
@@ -389,7 +391,8 @@ class Run:
             write_protocol_card(run_dir, self.env_factory, cfg)
             if resume_state is not None:  # before the loggers start: a checkpoint that does not fit changes nothing
                 _restore(resume_state, self.algo, self.executor, self.loop)
-            self.evaluator = _make_evaluator(cfg, self.env_factory, self.algo, self.loop.env_steps, resume_state)
+            self.evaluator = _make_evaluator(cfg, self.env_factory, self.algo, self.loop.env_steps, resume_state,
+                                             run_dir)
             self.logger = MetricsLogger.from_config(cfg.logger, run_dir, tracking_name(str(cfg.run_name),
                                                     _task_overrides()), cfg.stop.env_steps)
             self.logger.log_params(flatten_config(cfg))
@@ -531,6 +534,8 @@ class Run:
     def _evaluated(self, outcome: Any) -> None:
         """Log a finished evaluation; with keep_best, keep its checkpoint when it is the best so far."""
         self.logger.log_metrics(outcome.metrics(), outcome.env_steps)
+        if outcome.videos:
+            self.logger.log_videos(outcome.videos, outcome.env_steps)
         if self.evaluator.improved(outcome) and self.cfg.checkpoint.keep_best:
             state = outcome.candidate if outcome.candidate is not None else self.state()
             state["eval"] = self.evaluator.state_dict()
@@ -607,13 +612,18 @@ def executor_metrics(executor: Any) -> dict[str, float]:
 
 
 def _make_evaluator(cfg: DictConfig, env_factory: Any, algo: Any, env_steps: int,
-                    resume_state: dict[str, Any] | None) -> Any:
+                    resume_state: dict[str, Any] | None, run_dir: Path) -> Any:
     """The periodic evaluator of ``eval.*`` (None without ``eval.interval_env_steps``), restored on resume."""
     if cfg.eval.interval_env_steps is None:
         return None
 
     background = cfg.eval.background if cfg.eval.background is not None else cfg.executor.name == "ray"
-    evaluator = PeriodicEvaluator(cfg.eval, env_factory, algo, int(cfg.seed), env_steps, background)
+    video_dir, recording_env = None, None
+    if cfg.eval.get("video"):  # rlrun eval --video's recording env, one per evaluation (its own folder)
+        video_dir = run_dir / "videos"
+        recording_env = functools.partial(make_env, cfg.env, what="eval.video=true")
+    evaluator = PeriodicEvaluator(cfg.eval, env_factory, algo, int(cfg.seed), env_steps, background, video_dir,
+                                  recording_env)
     if resume_state is not None and resume_state.get("eval"):
         evaluator.load_state_dict(resume_state["eval"])
     return evaluator

@@ -33,6 +33,9 @@ class Sink(Protocol):
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Only called on sinks that declare ``keeps_artifacts``; others need not define it."""
+    def log_videos(self, paths: list[Path], step: int) -> None:
+        """Optional: an evaluation's episode videos (mp4) at its env step (eval.video); a sink without it
+        shows no videos."""
     def close(self, summary: dict[str, Any], status: str) -> None: ...
 
 
@@ -67,6 +70,12 @@ class MetricsLogger:
         for s in self.sinks:
             if s.keeps_artifacts:
                 s.log_artifact(path, artifact_path)
+
+    def log_videos(self, paths: list[Path], step: int) -> None:
+        """An evaluation's mp4 files (``<run dir>/videos/eval-<step>/``) to every sink that shows videos."""
+        for s in self.sinks:
+            if hasattr(s, "log_videos"):
+                s.log_videos(paths, step)
 
     def close(self, summary: dict[str, Any], status: str = "FINISHED") -> None:
         for s in self.sinks:

@@ -234,6 +234,11 @@ class MLflowSink:
         self._artifacts.append((path, artifact_path))
         self._call("log_artifact", lambda: self._store_artifact(path, artifact_path))
 
+    def log_videos(self, paths: list[Path], step: int) -> None:
+        """An evaluation's videos as artifacts under ``videos/eval-<env step>/`` (MLflow's UI plays mp4)."""
+        for path in paths:
+            self.log_artifact(path, f"videos/eval-{step}")
+
     def close(self, summary: dict[str, Any], status: str) -> None:
         self.flush()
         for name in ("summary.json", PROTOCOL_FILE, ".hydra/config.yaml"):

@@ -61,12 +61,13 @@ class WandbSink:
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self._call("log", lambda: self.run.log({**metrics, STEP_KEY: int(step)}))
 
-    def log_video(self, path: str | Path, step: int, key: str = "eval/video") -> None:
-        """An evaluation episode's mp4 in the run's media panel, at its env step."""
+    def log_videos(self, paths: list[Path], step: int) -> None:
+        """An evaluation's episodes as ``eval/videos`` in the run's media panel, at its env step (W&B reads the mp4
+        files as they are: no moviepy needed for a file)."""
         import wandb
 
-        self._call("log video", lambda: self.run.log({key: wandb.Video(str(path), format="mp4"),
-                                                      STEP_KEY: int(step)}))
+        self._call("log videos", lambda: self.run.log({"eval/videos": [wandb.Video(str(p), format="mp4")
+                                                                       for p in paths], STEP_KEY: int(step)}))
 
     def close(self, summary: dict[str, Any], status: str) -> None:
         """The summary's values as the run's summary (W&B's run table shows them), then finish: exit code 0 for a
