@@ -62,11 +62,10 @@ def _child(request: dict) -> None:
 
 
 def _exit(code: int) -> None:
-    """The interpreter's shutdown without its finalization: join the non-daemon threads, run the atexit handlers,
-    flush the streams, exit."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    """The interpreter's shutdown without its finalization: threading's own shutdown (its exit hooks, which tell
+    thread pools' workers to stop, then the join of the non-daemon threads), the atexit handlers, the streams
+    flushed, exit. Both private calls are the ones ``Py_FinalizeEx`` makes."""
+    threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()

@@ -111,6 +111,11 @@ def connect(uri: str, experiment: str, probe_timeout_s: float = 3.0) -> tuple[An
     """
     from mlflow.tracking import MlflowClient
 
+    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)  # a new store's table-creation notes
+    # The SQL store's notes, and the traceback it logs for an error it then raises: the caller reports that error
+    # itself, in one line (a full disk, say).
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+
     limit_http_retries()
     probe(uri, probe_timeout_s)
     try:
@@ -169,10 +174,6 @@ class MLflowSink:
     def __init__(self, cfg: Any, run_dir: Path, run_name: str) -> None:
         import mlflow  # noqa: F401 - the heavy import, only when MLflow logging is on
 
-        logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)  # a new store's table-creation notes
-        # The SQL store's notes, and the traceback it logs for an error it then raises: the sink reports that error
-        # itself, in one line (a full disk, say), and fails over.
-        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
         self.cfg = cfg
         self.run_dir = Path(run_dir)
