@@ -29,6 +29,7 @@ import numpy as np
 
 from rlrun import plain_data
 from rlrun.app.evaluate import run_episodes
+from rlrun.metric_names import EVAL_LENGTH_MEAN, EVAL_RETURN_MEAN, EVAL_RETURN_STD, eval_per_policy
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,8 @@ class EvalOutcome:
         return float(np.mean(self.returns))
 
     def metrics(self) -> dict[str, float]:
-        return {"eval/return_mean": self.return_mean, "eval/return_std": float(np.std(self.returns)),
-                "eval/length_mean": float(np.mean(self.lengths)), **self.extra}
+        return {EVAL_RETURN_MEAN: self.return_mean, EVAL_RETURN_STD: float(np.std(self.returns)),
+                EVAL_LENGTH_MEAN: float(np.mean(self.lengths)), **self.extra}
 
 
 class PeriodicEvaluator:
@@ -114,7 +115,7 @@ class PeriodicEvaluator:
                 found = self.algo.evaluate(self.env_factory, self.episodes, self.seed)
             finally:
                 plain_data.set_rng_state(state)
-            extra = {f"eval/policy/{pid}/return_mean": v for pid, v in found["policy_return_mean"].items()}
+            extra = {eval_per_policy(pid): v for pid, v in found["policy_return_mean"].items()}
             return EvalOutcome(env_steps, found["returns"], found["lengths"], candidate, extra)
         try:
             policy.eval() if hasattr(policy, "eval") else None
