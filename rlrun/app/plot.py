@@ -20,6 +20,7 @@ import numpy as np
 from rlrun.errors import RlrunError
 from rlrun.metric_names import FRAMES, FRAMES_PER_S, RETURN_MEAN
 
+# The curves drawn, by their TensorBoard tags: the metric names the run loop reports them under.
 RETURN_TAG = RETURN_MEAN
 FPS_TAG = FRAMES_PER_S
 FRAMES_TAG = FRAMES
