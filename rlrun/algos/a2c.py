@@ -37,6 +37,7 @@ from rlrun.components.optimizers import optimizer_step
 from rlrun.components.policy_losses import a2c_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.rollout import Rollout
+from rlrun.metric_names import ENTROPY, EXPLAINED_VARIANCE, GRADIENT_STEPS, LOSS_POLICY, LOSS_VALUE, LR, UPDATES
 from rlrun.ops import explained_variance, flatten_time, truncation_aware_gae
 
 MODES = ("sync", "async")
@@ -69,8 +70,8 @@ class A2CAgent(OnPolicyAgent):
             dist = make_distribution(self.action_space, params)
             t = a2c_loss(dist.log_prob(rows["actions"]), rows["advantages"], v, rows["returns"], dist.entropy(),
                          vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
-            return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                             "policy/entropy": t.entropy.detach()}
+            return t.total, {LOSS_POLICY: t.policy.detach(), LOSS_VALUE: t.value.detach(),
+                             ENTROPY: t.entropy.detach()}
 
         return loss_fn, data, values, data["returns"]
 
@@ -90,8 +91,8 @@ class A2CAgent(OnPolicyAgent):
             loss_fn, data, values, ret = self.loss_fn(rollout)
             info = self.update_strategy.step(self.optimizer, loss_fn, data, self.cfg.max_grad_norm)
         self.env_steps += int(ret.numel())
-        info["learn/lr"] = lr
-        info["value/explained_variance"] = explained_variance(values.flatten(), ret)
+        info[LR] = lr
+        info[EXPLAINED_VARIANCE] = explained_variance(values.flatten(), ret)
         return info
 
     def one_pass_loss(self, rollout: Rollout) -> tuple[torch.Tensor, dict, torch.Tensor, torch.Tensor]:
@@ -110,8 +111,8 @@ class A2CAgent(OnPolicyAgent):
         cfg = self.cfg
         t = a2c_loss(dist.log_prob(flatten_time(actions)), adv.reshape(-1), v, ret.reshape(-1), dist.entropy(),
                      vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
-        info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                "policy/entropy": t.entropy.detach()}
+        info = {LOSS_POLICY: t.policy.detach(), LOSS_VALUE: t.value.detach(),
+                ENTROPY: t.entropy.detach()}
         return t.total, info, values, ret.reshape(-1)
 
     def compute_gradients(self, rollout: Rollout) -> tuple[list[torch.Tensor], dict[str, Any]]:
@@ -122,7 +123,7 @@ class A2CAgent(OnPolicyAgent):
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
         info["loss"] = loss.detach()
-        info["value/explained_variance"] = explained_variance(values.flatten(), ret)
+        info[EXPLAINED_VARIANCE] = explained_variance(values.flatten(), ret)
         return grads, info
 
     def apply_gradients(self, gradients: list[torch.Tensor], env_steps: int) -> dict[str, Any]:
@@ -140,7 +141,7 @@ class A2CAgent(OnPolicyAgent):
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.env_steps += int(env_steps)
-        info["learn/lr"] = lr
+        info[LR] = lr
         return info
 
 
@@ -196,6 +197,6 @@ class A2C(OnPolicyPlan):
                 stats.setdefault(k, []).append(v)
         self.env_steps += result.env_steps
         result.metrics.update(learner_metrics({k: sum(v) / len(v) for k, v in stats.items()}))
-        result.metrics["learn/updates"] = self.updates
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        result.metrics[UPDATES] = self.updates
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
         return result

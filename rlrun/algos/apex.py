@@ -53,6 +53,7 @@ from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread
 from rlrun.execution.replay_shards import seed_of_shard, shard_capacity
+from rlrun.metric_names import GRADIENT_STEPS, LOSS_TD, REPLAY_RATIO, REPLAY_SIZE
 from rlrun.ops.epsilon_greedy import epsilon_greedy
 
 TRANSITIONS = "transitions"
@@ -264,9 +265,9 @@ class ApeX(ThreadedLearner, Algorithm):
             losses.append(info["loss"])
         self.gradient_steps += len(losses)
         if losses:
-            result.metrics["loss/td"] = float(torch.stack(losses).mean())
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
-        result.metrics["replay/size"] = self.replay.size()
+            result.metrics[LOSS_TD] = float(torch.stack(losses).mean())
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
+        result.metrics[REPLAY_SIZE] = self.replay.size()
         return result
 
     def _store(self, weights: Any) -> IterationResult:
@@ -301,11 +302,11 @@ class ApeX(ThreadedLearner, Algorithm):
             self.replay.update_priorities(shard, indices, td_error)
             losses.append(loss)
         self.gradient_steps += len(losses)
-        self._report_latest_update(result, {"loss/td": float(torch.stack(losses).mean())} if losses else None)
+        self._report_latest_update(result, {LOSS_TD: float(torch.stack(losses).mean())} if losses else None)
         result.metrics.update(self.learner.metrics())
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
-        result.metrics["replay/ratio"] = self.gradient_steps * self.cfg.batch_size / max(self.env_steps, 1)
-        result.metrics["replay/size"] = self.replay.size()
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
+        result.metrics[REPLAY_RATIO] = self.gradient_steps * self.cfg.batch_size / max(self.env_steps, 1)
+        result.metrics[REPLAY_SIZE] = self.replay.size()
         return result
 
     def _state(self) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from rlrun.components.policy_losses import (
     value_loss,
 )
 from rlrun.execution.rollout import Rollout
+from rlrun.metric_names import CLIP_FRACTION, ENTROPY, EXPLAINED_VARIANCE, KL, LOSS_POLICY, LOSS_VALUE, LR, VS_MEAN
 from rlrun.ops import explained_variance, vtrace
 
 
@@ -139,9 +140,9 @@ class APPOAgent(IMPALAAgent):
                           kl_coef=cfg.kl_coef if cfg.use_kl_loss else 0.0,
                           clip_rho_threshold=cfg.clip_rho_threshold, reduction=cfg.loss_reduction)
             stats.update(values=values.detach(), vs=t.vs)
-            return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                             "policy/entropy": t.entropy.detach(), "policy/kl": t.kl.detach(),
-                             "policy/clip_fraction": t.clip_fraction, "vtrace/vs_mean": t.vs.mean()}
+            return t.total, {LOSS_POLICY: t.policy.detach(), LOSS_VALUE: t.value.detach(),
+                             ENTROPY: t.entropy.detach(), KL: t.kl.detach(),
+                             CLIP_FRACTION: t.clip_fraction, VS_MEAN: t.vs.mean()}
 
         totals: dict[str, float] = {}
         for _ in range(cfg.num_epochs):
@@ -154,8 +155,8 @@ class APPOAgent(IMPALAAgent):
         self.env_steps += int(rollout.rewards.numel())
         self.updates += 1
         out["gradient_steps"] = cfg.num_epochs
-        out["learn/lr"] = lr
-        out["value/explained_variance"] = explained_variance(stats["values"].flatten(), stats["vs"].flatten())
+        out[LR] = lr
+        out[EXPLAINED_VARIANCE] = explained_variance(stats["values"].flatten(), stats["vs"].flatten())
         return out
 
 

@@ -13,9 +13,10 @@ from rlrun import spaces as sp
 from rlrun.algos.multiagent_config import shared_policy_config
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError, RlrunError
+from rlrun.metric_names import GRAD_NORM, LOSS_TOTAL
 from rlrun.registry import registry
 
-LEARNER_METRIC_NAMES = {"loss": "loss/total", "grad_norm": "learn/grad_norm"}
+LEARNER_METRIC_NAMES = {"loss": LOSS_TOTAL, "grad_norm": GRAD_NORM}
 """The names an update's generic info keys are reported under; an update's other keys (``loss/policy``, ...) are
 reported as they are."""
 

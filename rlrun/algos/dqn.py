@@ -30,6 +30,7 @@ from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.components.q_network import QNetwork, q_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
+from rlrun.metric_names import EPSILON, GRADIENT_STEPS, LOSS_TD, REPLAY_BETA, REPLAY_MAX_PRIORITY, REPLAY_SIZE
 from rlrun.ops.action_mask import MASK_KEY
 
 
@@ -248,13 +249,13 @@ class DQN(Algorithm):
                 self.update_budget -= 1.0
         self.gradient_steps += len(losses)
         if losses:
-            result.metrics["loss/td"] = float(torch.stack(losses).mean())
-        result.metrics["explore/epsilon"] = self.agent.exploration.epsilon()
-        result.metrics["replay/size"] = self.agent.memory.size()
+            result.metrics[LOSS_TD] = float(torch.stack(losses).mean())
+        result.metrics[EPSILON] = self.agent.exploration.epsilon()
+        result.metrics[REPLAY_SIZE] = self.agent.memory.size()
         if self.cfg.prioritized_replay:
-            result.metrics["replay/beta"] = self.agent.memory.beta()
-            result.metrics["replay/max_priority"] = self.agent.memory.max_priority
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
+            result.metrics[REPLAY_BETA] = self.agent.memory.beta()
+            result.metrics[REPLAY_MAX_PRIORITY] = self.agent.memory.max_priority
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
         return result
 
     def state_dict(self) -> dict[str, Any]:

@@ -56,6 +56,20 @@ from rlrun.components.policy_losses import impala_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
 from rlrun.execution.rollout import Rollout
+from rlrun.metric_names import (
+    ENTROPY,
+    EXPLAINED_VARIANCE,
+    GRADIENT_STEPS,
+    LOSS_POLICY,
+    LOSS_VALUE,
+    LR,
+    POLICY_LAG_MAX,
+    POLICY_LAG_MEAN,
+    RHO_CLIPPED_FRACTION,
+    RHO_MEAN,
+    UPDATES,
+    VS_MEAN,
+)
 from rlrun.ops import explained_variance, map_nest
 
 State = tuple[torch.Tensor, ...] | None
@@ -332,14 +346,14 @@ class IMPALAAgent(Component):
                             vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, clip_rho_threshold=cfg.clip_rho_threshold,
                             clip_pg_rho_threshold=cfg.clip_pg_rho_threshold, reduction=cfg.loss_reduction)
             rhos = torch.exp(log_probs.detach() - behaviour)
-        info = {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(), "policy/entropy": t.entropy.detach(),
-                "vtrace/vs_mean": t.vs.mean(), "vtrace/rho_mean": rhos.mean(),
-                "vtrace/rho_clipped_fraction": (rhos > (cfg.clip_rho_threshold or math.inf)).float().mean()}
+        info = {LOSS_POLICY: t.policy.detach(), LOSS_VALUE: t.value.detach(), ENTROPY: t.entropy.detach(),
+                VS_MEAN: t.vs.mean(), RHO_MEAN: rhos.mean(),
+                RHO_CLIPPED_FRACTION: (rhos > (cfg.clip_rho_threshold or math.inf)).float().mean()}
         info.update(optimizer_step(self.optimizer, t.total.float(), cfg.max_grad_norm))
         self.env_steps += int(rollout.rewards.numel())
         self.updates += 1
-        info["learn/lr"] = lr
-        info["value/explained_variance"] = explained_variance(values.detach().flatten(), t.vs.flatten())
+        info[LR] = lr
+        info[EXPLAINED_VARIANCE] = explained_variance(values.detach().flatten(), t.vs.flatten())
         return info
 
     # ------------------------------------------------------------------ weights
@@ -407,10 +421,10 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
         self.gradient_steps += int(info.pop("gradient_steps", 1))
         lag_mean, lag_max = info.pop("lags")
         result.metrics.update(learner_metrics(info))
-        result.metrics["learn/policy_lag_mean"] = lag_mean
-        result.metrics["learn/policy_lag_max"] = lag_max
-        result.metrics["learn/updates"] = self.updates
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        result.metrics[POLICY_LAG_MEAN] = lag_mean
+        result.metrics[POLICY_LAG_MAX] = lag_max
+        result.metrics[UPDATES] = self.updates
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
         return result
 
     def _training_step_thread(self) -> IterationResult:
@@ -433,12 +447,12 @@ class IMPALA(ThreadedLearner, ActorCriticPlan):
             self.gradient_steps += sum(int(i.pop("gradient_steps", 1)) for i in infos)
             lag_mean, lag_max = info.pop("lags")
             finished = learner_metrics({k: v for k, v in info.items() if k != "gradient_steps"})
-            finished["learn/policy_lag_mean"] = lag_mean
-            finished["learn/policy_lag_max"] = lag_max
+            finished[POLICY_LAG_MEAN] = lag_mean
+            finished[POLICY_LAG_MAX] = lag_max
         self._report_latest_update(result, finished)
         result.metrics.update(self.learner.metrics())
-        result.metrics["learn/updates"] = self.updates
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        result.metrics[UPDATES] = self.updates
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
         return result
 
     def _learn_on(self, rollout: Rollout) -> dict[str, Any]:

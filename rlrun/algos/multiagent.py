@@ -47,6 +47,7 @@ from rlrun.execution.multiagent_sampler import (
 from rlrun.execution.sample_batch import SampleBatch
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import PolicyCopy, get_policy_weights, set_policy_weights, tensor_versions
+from rlrun.metric_names import RETURN_MEAN, per_policy
 from rlrun.registry import registry
 
 POLICY_SEED_STRIDE = 1000
@@ -255,7 +256,7 @@ class MultiAgent(Algorithm):
                 metrics.update(r.metrics)
                 if self.sampler.queued(pid) < max(workers.last_request, 1):
                     break
-            result.metrics.update({f"policy/{pid}/{k}": v for k, v in metrics.items()})
+            result.metrics.update({per_policy(pid, k): v for k, v in metrics.items()})
         if not self.plans:  # only untrained policies (a baseline run): step the copies for a while
             self.sampler.run(UNTRAINED_STEPS)
         result.env_steps = self.sampler.take_env_steps()
@@ -265,7 +266,7 @@ class MultiAgent(Algorithm):
             self.returns[pid].append(ret)
         for pid, returns in self.returns.items():
             if returns:
-                result.metrics[f"policy/{pid}/episode/return_mean"] = float(np.mean(returns))
+                result.metrics[per_policy(pid, RETURN_MEAN)] = float(np.mean(returns))
         return result
 
     def summary(self) -> dict[str, Any]:

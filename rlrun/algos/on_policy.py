@@ -29,6 +29,7 @@ from rlrun.components.normalizers import RewardScaler
 from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.rollout import Rollout
+from rlrun.metric_names import GRADIENT_STEPS, UPDATES
 from rlrun.ops import flatten_time, truncation_aware_gae
 
 # ---------------------------------------------------------------------------------------------------- building
@@ -295,8 +296,8 @@ class OnPolicyPlan(ActorCriticPlan):
         self.updates += 1
         self.gradient_steps += int(info.pop("gradient_steps", 1))
         result.metrics.update(learner_metrics(info))
-        result.metrics["learn/updates"] = self.updates
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        result.metrics[UPDATES] = self.updates
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
         return result
 
     def state_dict(self) -> dict[str, Any]:

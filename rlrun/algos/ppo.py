@@ -25,6 +25,16 @@ from rlrun.components.distributions import make_distribution
 from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
 from rlrun.components.policy_losses import ppo_loss
 from rlrun.execution.rollout import Rollout
+from rlrun.metric_names import (
+    APPROX_KL,
+    CLIP_EPS,
+    CLIP_FRACTION,
+    ENTROPY,
+    EXPLAINED_VARIANCE,
+    LOSS_POLICY,
+    LOSS_VALUE,
+    LR,
+)
 from rlrun.ops import explained_variance, flatten_time
 
 log = logging.getLogger(__name__)
@@ -74,9 +84,9 @@ class PPOAgent(OnPolicyAgent):
             t = ppo_loss(dist.log_prob(mb["actions"]), mb["old_log_prob"], mb["advantages"], v, mb["returns"],
                          dist.entropy(), mb["old_values"], clip_eps=clip_eps, vf_clip_eps=cfg.vf_clip_eps,
                          vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
-            return t.total, {"loss/policy": t.policy.detach(), "loss/value": t.value.detach(),
-                             "policy/entropy": t.entropy.detach(), "policy/clip_fraction": t.clip_fraction,
-                             "policy/approx_kl": t.approx_kl}
+            return t.total, {LOSS_POLICY: t.policy.detach(), LOSS_VALUE: t.value.detach(),
+                             ENTROPY: t.entropy.detach(), CLIP_FRACTION: t.clip_fraction,
+                             APPROX_KL: t.approx_kl}
 
         steps = []
         for _ in range(cfg.num_epochs):
@@ -89,9 +99,9 @@ class PPOAgent(OnPolicyAgent):
                 steps.append(step)
         info = mean_scalars(steps)
         self.env_steps += int(ret.numel())
-        info["learn/lr"] = lr
-        info["policy/clip_eps"] = clip_eps
-        info["value/explained_variance"] = explained_variance(values.flatten(), ret.flatten())
+        info[LR] = lr
+        info[CLIP_EPS] = clip_eps
+        info[EXPLAINED_VARIANCE] = explained_variance(values.flatten(), ret.flatten())
         return info
 
 

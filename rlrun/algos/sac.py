@@ -32,6 +32,16 @@ from rlrun.components.optimizers import Synchronization, optimizer_step
 from rlrun.components.squashed_gaussian import SquashedDiagGaussian, SquashedGaussianHead
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
+from rlrun.metric_names import (
+    ALPHA,
+    ENTROPY,
+    GRADIENT_STEPS,
+    LOSS_ACTOR,
+    LOSS_CRITIC,
+    LOSS_TEMPERATURE,
+    Q_MEAN,
+    REPLAY_SIZE,
+)
 
 # ---------------------------------------------------------------------------------------------------- losses
 
@@ -316,10 +326,10 @@ class SACAgent(Component):
             actor_loss = optimizer_step(self.actor_optimizer, sac_actor_loss(logp_pi, q1, q2, alpha), max_norm)["loss"]
         finally:
             _requires_grad(self._critic_params, True)
-        out = {"loss": critic_loss, "loss/critic": critic_loss, "loss/actor": actor_loss, "q/mean": q_mean,
-               "policy/alpha": alpha, "policy/entropy": -logp_pi.detach().mean()}
+        out = {"loss": critic_loss, LOSS_CRITIC: critic_loss, LOSS_ACTOR: actor_loss, Q_MEAN: q_mean,
+               ALPHA: alpha, ENTROPY: -logp_pi.detach().mean()}
         if self.alpha_optimizer is not None:
-            out["loss/temperature"] = optimizer_step(self.alpha_optimizer,
+            out[LOSS_TEMPERATURE] = optimizer_step(self.alpha_optimizer,
                                                      self.temperature.loss(logp_pi.detach()))["loss"]
         self.target_sync.step(self.critic, self.target_critic)
         return out
@@ -403,8 +413,8 @@ class SAC(Algorithm):
             for key in infos[0]:
                 if key != "loss":
                     result.metrics[key] = float(torch.stack([i[key] for i in infos]).mean())
-        result.metrics["replay/size"] = self.agent.memory.size()
-        result.metrics["learn/gradient_steps"] = self.gradient_steps
+        result.metrics[REPLAY_SIZE] = self.agent.memory.size()
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
         return result
 
     def state_dict(self) -> dict[str, Any]:

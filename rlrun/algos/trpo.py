@@ -40,6 +40,19 @@ from rlrun.components.distributions import Categorical, DiagGaussian, make_distr
 from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
 from rlrun.execution.rollout import Rollout
+from rlrun.metric_names import (
+    ENTROPY,
+    EXPECTED_IMPROVEMENT,
+    EXPLAINED_VARIANCE,
+    KL,
+    LINE_SEARCH_ACCEPTED,
+    LINE_SEARCH_BACKTRACKS,
+    LOSS_POLICY,
+    LOSS_VALUE,
+    LR,
+    STEP_FRACTION,
+    SURROGATE_IMPROVEMENT,
+)
 from rlrun.ops import explained_variance, flatten_time
 from rlrun.registry import registry
 
@@ -235,18 +248,18 @@ class TRPOAgent(OnPolicyAgent):
         fit = mean_scalars(fits)
         self.env_steps += int(ret.numel())
         info = {
-            "loss/policy": float(step["loss"]),
-            "policy/surrogate_improvement": float(step["loss"]) - float(step["loss_after"]),
-            "policy/kl": float(step["kl"]),
-            "policy/entropy": float(entropy),
-            "loss/value": float(fit["loss"]),
-            "value/explained_variance": explained_variance(values.flatten(), ret),
-            "learn/lr": lr,
+            LOSS_POLICY: float(step["loss"]),
+            SURROGATE_IMPROVEMENT: float(step["loss"]) - float(step["loss_after"]),
+            KL: float(step["kl"]),
+            ENTROPY: float(entropy),
+            LOSS_VALUE: float(fit["loss"]),
+            EXPLAINED_VARIANCE: explained_variance(values.flatten(), ret),
+            LR: lr,
             "gradient_steps": int(fit["gradient_steps"]) + int(step.get("gradient_steps", 1)),
         }
-        for key, name in (("expected_improvement", "policy/expected_improvement"),
-                          ("step_fraction", "policy/step_fraction"), ("accepted", "policy/line_search_accepted"),
-                          ("backtracks", "policy/line_search_backtracks")):
+        for key, name in (("expected_improvement", EXPECTED_IMPROVEMENT),
+                          ("step_fraction", STEP_FRACTION), ("accepted", LINE_SEARCH_ACCEPTED),
+                          ("backtracks", LINE_SEARCH_BACKTRACKS)):
             if key in step:
                 info[name] = float(step[key])
         return info

@@ -35,6 +35,7 @@ from rlrun import spaces as sp
 from rlrun.errors import RlrunError
 from rlrun.export import restore
 from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in, warn
+from rlrun.metric_names import EVAL_RETURN_MEAN, EVAL_RETURN_STD
 from rlrun.redact import redact_uri
 from rlrun.registry import registry
 
@@ -198,8 +199,8 @@ def _log_to_mlflow(uri: str, run_id: str, result: EvalResult, step: int, path: P
         eval_run = client.create_run(trained.experiment_id, run_name=f"eval-{trained.run_name}", tags=tags)
         eval_run_id = eval_run.info.run_id
         now = int(time.time() * 1000)
-        client.log_batch(eval_run_id, metrics=[Metric("eval/return_mean", result.return_mean, now, step),
-                                               Metric("eval/return_std", result.return_std, now, step)],
+        client.log_batch(eval_run_id, metrics=[Metric(EVAL_RETURN_MEAN, result.return_mean, now, step),
+                                               Metric(EVAL_RETURN_STD, result.return_std, now, step)],
                          params=[Param("episodes", str(len(result.returns))), Param("seed", str(result.seed)),
                                  Param("checkpoint_env_steps", str(step))])
         client.log_artifact(eval_run_id, str(path))

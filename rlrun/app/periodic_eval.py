@@ -36,6 +36,7 @@ import numpy as np
 
 from rlrun import plain_data
 from rlrun.app.evaluate import run_episodes
+from rlrun.metric_names import EVAL_LENGTH_MEAN, EVAL_RETURN_MEAN, EVAL_RETURN_STD, eval_per_policy
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,8 @@ class EvalOutcome:
         return float(np.mean(self.returns))
 
     def metrics(self) -> dict[str, float]:
-        return {"eval/return_mean": self.return_mean, "eval/return_std": float(np.std(self.returns)),
-                "eval/length_mean": float(np.mean(self.lengths)), **self.extra}
+        return {EVAL_RETURN_MEAN: self.return_mean, EVAL_RETURN_STD: float(np.std(self.returns)),
+                EVAL_LENGTH_MEAN: float(np.mean(self.lengths)), **self.extra}
 
 
 class PeriodicEvaluator:
@@ -126,7 +127,7 @@ class PeriodicEvaluator:
                 found = self.algo.evaluate(self.env_factory, self.episodes, self.seed)
             finally:
                 plain_data.set_rng_state(state)
-            extra = {f"eval/policy/{pid}/return_mean": v for pid, v in found["policy_return_mean"].items()}
+            extra = {eval_per_policy(pid): v for pid, v in found["policy_return_mean"].items()}
             return EvalOutcome(env_steps, found["returns"], found["lengths"], candidate, extra)
         folder = None if self.recording_env is None else self.video_dir / f"eval-{env_steps}"
         env = self.env if folder is None else self.recording_env(folder)

@@ -18,10 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from rlrun.errors import RlrunError
+from rlrun.metric_names import FRAMES, FRAMES_PER_S, RETURN_MEAN
 
-RETURN_TAG = "episode/return_mean"
-FPS_TAG = "perf/frames_per_s"
-FRAMES_TAG = "counters/frames"
+# The curves drawn, by their TensorBoard tags: the metric names the run loop reports them under.
+RETURN_TAG = RETURN_MEAN
+FPS_TAG = FRAMES_PER_S
+FRAMES_TAG = FRAMES
 DEFAULT_OUT = "learning_curves.png"
 GRID_POINTS = 200  # points of the common grid a group's seeds are interpolated onto
 

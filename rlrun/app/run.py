@@ -60,6 +60,18 @@ from rlrun.errors import PlacementError, RlrunError, one_line
 from rlrun.export import export_policy, policy_dir
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
+from rlrun.metric_names import (
+    ENV_STEPS,
+    ENV_STEPS_PER_S,
+    EPISODES,
+    FRAMES,
+    FRAMES_PER_S,
+    GAME_LENGTH_MEAN,
+    GAME_SCORE_MEAN,
+    GAMES,
+    LENGTH_MEAN,
+    RETURN_MEAN,
+)
 from rlrun.redact import redact_file, redact_strings, redact_uri
 from rlrun.registry import registry
 
@@ -188,17 +200,16 @@ class RunLoop:
         dt = max(now - self._report_time, 1e-9)
         steps_per_s = (self.env_steps - self._report_steps) / dt
         self._report_time, self._report_steps = now, self.env_steps
-        out = {"counters/env_steps": self.env_steps, "counters/frames": self.env_steps * self.frame_skip,
-               "episode/count": self.episodes, "perf/env_steps_per_s": steps_per_s,
-               "perf/frames_per_s": steps_per_s * self.frame_skip, **metrics}
+        out = {ENV_STEPS: self.env_steps, FRAMES: self.env_steps * self.frame_skip, EPISODES: self.episodes,
+               ENV_STEPS_PER_S: steps_per_s, FRAMES_PER_S: steps_per_s * self.frame_skip, **metrics}
         if self.returns:
-            out["episode/return_mean"] = self.return_mean()
-            out["episode/length_mean"] = float(np.mean(self.lengths))
+            out[RETURN_MEAN] = self.return_mean()
+            out[LENGTH_MEAN] = float(np.mean(self.lengths))
         if self.games:
-            out["counters/games"] = self.games
-            out["episode/game_score_mean"] = self.game_score_mean()
+            out[GAMES] = self.games
+            out[GAME_SCORE_MEAN] = self.game_score_mean()
             if self.game_lengths:
-                out["episode/game_length_mean"] = float(np.mean(self.game_lengths))
+                out[GAME_LENGTH_MEAN] = float(np.mean(self.game_lengths))
         return out
 
     def state_dict(self) -> dict[str, Any]:

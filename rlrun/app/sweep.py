@@ -40,6 +40,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from rlrun.errors import ConfigError, RlrunError
+from rlrun.metric_names import SWEEP_BEST_RETURN_MEAN, SWEEP_JOBS, SWEEP_JOBS_BY_STATUS
 from rlrun.redact import redact_file, redact_strings, redact_text, redact_uri
 from rlrun.reporting import describe_error, report_and_exit, tracebacks_requested
 
@@ -353,9 +354,9 @@ def _close_parent_run(manifest: dict[str, Any], sweep_dir: Path, counts: dict[st
         run_id = info["parent_run_id"]
         now_ms = int(dt.datetime.now().timestamp() * 1000)
         returns = [j["episode_return_mean"] for j in jobs if j.get("episode_return_mean") is not None]
-        metrics = {"sweep/jobs": len(jobs), **{f"sweep/jobs_{k}": v for k, v in counts.items()}}
+        metrics = {SWEEP_JOBS: len(jobs), **{SWEEP_JOBS_BY_STATUS[k]: v for k, v in counts.items()}}
         if returns:
-            metrics["sweep/best_return_mean"] = max(returns)
+            metrics[SWEEP_BEST_RETURN_MEAN] = max(returns)
         client.log_batch(run_id, metrics=[Metric(k, float(v), now_ms, int(manifest.get("invocation") or 0))
                                           for k, v in metrics.items()])
         for name in (MANIFEST, SUMMARY_MD, SUMMARY_JSON):

@@ -27,6 +27,13 @@ import time
 from typing import Any, Callable, Iterator
 
 from rlrun.components.fifo_queue import FIFOQueue, QueueClosed
+from rlrun.metric_names import (
+    LEARNER_BUSY_FRACTION,
+    LEARNER_IDLE_S,
+    LEARNER_QUEUE_DEPTH,
+    LEARNER_UPDATES,
+    LEARNER_UPDATES_PER_S,
+)
 
 
 class LearnerThread:
@@ -149,11 +156,11 @@ class LearnerThread:
         now = time.perf_counter()
         dt = max(now - self._since, 1e-9)
         busy, idle, updates = self._busy_s, self._idle_s, self.updates
-        out = {"learner/updates": float(updates),
-               "learner/updates_per_s": (updates - self._updates_at_report) / dt,
-               "learner/busy_fraction": min(1.0, (busy - self._busy_at_report) / dt),
-               "learner/idle_s": idle - self._idle_at_report,
-               "learner/queue_depth": float(self._inbox.size())}
+        out = {LEARNER_UPDATES: float(updates),
+               LEARNER_UPDATES_PER_S: (updates - self._updates_at_report) / dt,
+               LEARNER_BUSY_FRACTION: min(1.0, (busy - self._busy_at_report) / dt),
+               LEARNER_IDLE_S: idle - self._idle_at_report,
+               LEARNER_QUEUE_DEPTH: float(self._inbox.size())}
         self._since, self._updates_at_report, self._busy_at_report, self._idle_at_report = now, updates, busy, idle
         return out
 

@@ -28,6 +28,7 @@ from rlrun.execution.worker_set import (
     tensor_versions,
     to_wire,
 )
+from rlrun.metric_names import REPLAY_SHARD_RESTARTS, WORKER_RESTARTS
 
 
 class LocalWorkerSet:
@@ -165,9 +166,9 @@ class LocalExecutor:
     def metrics(self) -> dict[str, float]:
         """``time/<stage>_s`` since the last call, and ``executor/worker_restarts`` (always 0 here; with replay
         shards also ``executor/replay_shard_restarts``, 0 too)."""
-        out = {**self.timer.report(), "executor/worker_restarts": 0}
+        out = {**self.timer.report(), WORKER_RESTARTS: 0}
         if self._replay_shard_sets:
-            out["executor/replay_shard_restarts"] = 0
+            out[REPLAY_SHARD_RESTARTS] = 0
         return out
 
     def state_dict(self) -> dict[str, Any]:

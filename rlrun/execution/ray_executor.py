@@ -62,6 +62,7 @@ from rlrun.execution.replay_shards import RayReplayShardSet
 from rlrun.execution.rollout_worker import EnvFactory, Policy
 from rlrun.execution.timing import StageTimer
 from rlrun.execution.worker_set import PolicyFactory
+from rlrun.metric_names import LOST_ENV_STEPS, REPLAY_SHARD_RESTARTS, WORKER_RESTARTS
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +130,10 @@ class RayExecutor:
     def metrics(self) -> dict[str, float]:
         """``time/<stage>_s`` since the last call, and ``executor/worker_restarts`` (since the run started); with
         replay shards also ``executor/replay_shard_restarts``."""
-        out = {**self.timer.report(), "executor/worker_restarts": self.restarts,
-               "executor/lost_env_steps": self.lost_env_steps}
+        out = {**self.timer.report(), WORKER_RESTARTS: self.restarts,
+               LOST_ENV_STEPS: self.lost_env_steps}
         if self._replay_shard_sets:
-            out["executor/replay_shard_restarts"] = self.replay_restarts
+            out[REPLAY_SHARD_RESTARTS] = self.replay_restarts
         return out
 
     def state_dict(self) -> dict[str, Any]:

@@ -7,6 +7,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from typing import Iterator
 
+from rlrun.metric_names import stage_seconds
+
 
 class StageTimer:
     def __init__(self) -> None:
@@ -25,6 +27,6 @@ class StageTimer:
 
     def report(self) -> dict[str, float]:
         """``time/<stage>_s`` (seconds since the last report) for every stage, then reset."""
-        out = {f"time/{stage}_s": s for stage, s in self.seconds.items()}
+        out = {stage_seconds(stage): s for stage, s in self.seconds.items()}
         self.seconds.clear()
         return out

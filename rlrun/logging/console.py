@@ -8,6 +8,19 @@ import time
 from typing import Any, ClassVar
 
 from rlrun.logging.fanout import RunContext
+from rlrun.metric_names import (
+    EPISODES,
+    EVAL_LENGTH_MEAN,
+    EVAL_RETURN_MEAN,
+    EVAL_RETURN_STD,
+    FRAMES_PER_S,
+    LEARNER_QUEUE_DEPTH,
+    LEARNER_UPDATES_PER_S,
+    POLICY_LAG_MEAN,
+    REPLAY_RATIO,
+    RETURN_MEAN,
+    policy_and_metric,
+)
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -17,9 +30,8 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
 def policies_part(metrics: dict[str, float]) -> str:
     """A multi-agent run's return per policy (``policy/<id>/episode/return_mean``): ``(adv -19.5, good 12.0)``;
     empty for a single-agent run."""
-    suffix = "/episode/return_mean"
-    found = [(k[len("policy/"):-len(suffix)], v) for k, v in metrics.items()
-             if k.startswith("policy/") and k.endswith(suffix)]
+    found = [(split[0], v) for k, v in metrics.items()
+             if (split := policy_and_metric(k)) is not None and split[1] == RETURN_MEAN]
     return "(" + ", ".join(f"{pid} {_fmt(v)}" for pid, v in found) + ")" if found else ""
 
 
@@ -27,14 +39,14 @@ def learner_part(metrics: dict[str, float]) -> str:
     """The learner's figures, where a plan reports them (a learner thread, replay, unrolls acted with older weights):
     ``learner 1.28 upd/s  queue 3  replay ratio 0.56  lag 2.3``; empty for a plan that reports none."""
     parts = []
-    if "learner/updates_per_s" in metrics:
-        parts.append(f"learner {_fmt(metrics['learner/updates_per_s'], '.2f')} upd/s")
-    if "learner/queue_depth" in metrics:
-        parts.append(f"queue {int(metrics['learner/queue_depth'])}")
-    if "replay/ratio" in metrics:
-        parts.append(f"replay ratio {_fmt(metrics['replay/ratio'], '.2f')}")
-    if "learn/policy_lag_mean" in metrics:
-        parts.append(f"lag {_fmt(metrics['learn/policy_lag_mean'])}")
+    if LEARNER_UPDATES_PER_S in metrics:
+        parts.append(f"learner {_fmt(metrics[LEARNER_UPDATES_PER_S], '.2f')} upd/s")
+    if LEARNER_QUEUE_DEPTH in metrics:
+        parts.append(f"queue {int(metrics[LEARNER_QUEUE_DEPTH])}")
+    if REPLAY_RATIO in metrics:
+        parts.append(f"replay ratio {_fmt(metrics[REPLAY_RATIO], '.2f')}")
+    if POLICY_LAG_MEAN in metrics:
+        parts.append(f"lag {_fmt(metrics[POLICY_LAG_MEAN])}")
     return "  ".join(parts)
 
 
@@ -70,8 +82,8 @@ class ConsoleSink:
         pass
 
     def _line(self, metrics: dict[str, float], step: int) -> str:
-        line = (f"env_steps {step}  frames/s {_fmt(metrics.get('perf/frames_per_s'), '.0f')}  "
-                f"return {_fmt(metrics.get('episode/return_mean'))}  episodes {int(metrics.get('episode/count', 0))}")
+        line = (f"env_steps {step}  frames/s {_fmt(metrics.get(FRAMES_PER_S), '.0f')}  "
+                f"return {_fmt(metrics.get(RETURN_MEAN))}  episodes {int(metrics.get(EPISODES, 0))}")
         per_policy = policies_part(metrics)
         if per_policy:
             line = line.replace("  episodes ", f" {per_policy}  episodes ", 1)
@@ -83,11 +95,11 @@ class ConsoleSink:
         return line
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        if "eval/return_mean" in metrics:  # an evaluation (rlrun/app/periodic_eval.py): shown on every later line
-            self._eval = (step, metrics["eval/return_mean"])
-            if set(metrics) <= {"eval/return_mean", "eval/return_std", "eval/length_mean"}:
-                line = (f"eval at env_steps {step}: return {_fmt(metrics['eval/return_mean'])} ± "
-                        f"{_fmt(metrics.get('eval/return_std'))}")
+        if EVAL_RETURN_MEAN in metrics:  # an evaluation (rlrun/app/periodic_eval.py): shown on every later line
+            self._eval = (step, metrics[EVAL_RETURN_MEAN])
+            if set(metrics) <= {EVAL_RETURN_MEAN, EVAL_RETURN_STD, EVAL_LENGTH_MEAN}:
+                line = (f"eval at env_steps {step}: return {_fmt(metrics[EVAL_RETURN_MEAN])} ± "
+                        f"{_fmt(metrics.get(EVAL_RETURN_STD))}")
                 progress_log.info(line)
                 if self._progress is None:
                     print(line, file=self.stream, flush=True)
