@@ -180,6 +180,10 @@ EVAL_RETURN_MEAN = _metric("eval/return_mean", "mean return of the evaluation's 
                            "evaluation")
 EVAL_RETURN_STD = _metric("eval/return_std", "standard deviation of those returns", "evaluation")
 EVAL_LENGTH_MEAN = _metric("eval/length_mean", "mean length in agent steps of those episodes", "evaluation")
+# eval.video=true: the recorded episodes, as media rather than scalars (the trackers' own video and image types).
+EVAL_VIDEO = _metric("eval/video", "TensorBoard: the first episode of each evaluation, an animated GIF (Images tab)",
+                     "evaluation")
+EVAL_VIDEOS = _metric("eval/videos", "W&B: every episode of each evaluation, as wandb.Video", "evaluation")
 
 # ---------------------------------------------------------------------------------------------------- multi-agent
 # rlrun/algos/multiagent.py: each policy's plan reports its own metrics, under the policy's id.

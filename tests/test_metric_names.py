@@ -38,7 +38,8 @@ RUNS = {
 # multi-agent templates (tests/algos/test_multiagent.py runs those).
 NOT_REACHED = {names.GAMES, names.GAME_SCORE_MEAN, names.GAME_LENGTH_MEAN, names.TIME_TRANSFER, names.TIME_WAIT,
                names.TIME_REPLAY_WAIT, names.LOST_ENV_STEPS, names.REPLAY_SHARD_RESTARTS, names.PER_POLICY,
-               names.EVAL_PER_POLICY, *(m.name for m in names.METRICS.values() if m.reporter == "sweep")}
+               names.EVAL_PER_POLICY, names.EVAL_VIDEO, names.EVAL_VIDEOS,  # media, not through log_metrics
+               *(m.name for m in names.METRICS.values() if m.reporter == "sweep")}
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,10 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rlrun.errors import one_line
 from rlrun.logging.fanout import RunContext
+from rlrun.logging.mlflow_sink import warn
+from rlrun.metric_names import EVAL_VIDEO
 
 
 def _writer_thread_errors_once(args: Any, previous: Any = threading.excepthook) -> None:
@@ -55,11 +58,8 @@ class TensorBoardSink:
         if not paths or not self.videos:
             return
         try:
-            self.writer.file_writer.add_summary(_gif_summary("eval/video", paths[0]), step)
+            self.writer.file_writer.add_summary(_gif_summary(EVAL_VIDEO, paths[0]), step)
         except Exception as e:  # noqa: BLE001 - a video must never stop a run
-            from rlrun.errors import one_line
-            from rlrun.logging.mlflow_sink import warn
-
             warn(f"TensorBoard: evaluation videos are off for this run ({one_line(e, 200)}); the mp4 files are in "
                  f"{Path(paths[0]).parent.parent}.")
             self.videos = False

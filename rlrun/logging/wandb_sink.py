@@ -23,6 +23,7 @@ from typing import Any, Callable, ClassVar
 from rlrun.errors import one_line
 from rlrun.logging.fanout import RunContext
 from rlrun.logging.mlflow_sink import warn
+from rlrun.metric_names import EVAL_VIDEOS
 
 STEP_KEY = "env_step"  # the x-axis of every chart (rlrun's env steps, summed over env copies)
 
@@ -66,7 +67,7 @@ class WandbSink:
         files as they are: no moviepy needed for a file)."""
         import wandb
 
-        self._call("log videos", lambda: self.run.log({"eval/videos": [wandb.Video(str(p), format="mp4")
+        self._call("log videos", lambda: self.run.log({EVAL_VIDEOS: [wandb.Video(str(p), format="mp4")
                                                                        for p in paths], STEP_KEY: int(step)}))
 
     def close(self, summary: dict[str, Any], status: str) -> None:
