@@ -87,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 INTERNAL_GROUPS = ("schema/", "algo_env/")  # groups rlrun composes for the user (typed schemas, presets' parts)
+# Groups listed apart from the ones a user chooses an option of: the presets are applied for the chosen algo and env,
+# and a search is chosen only for a sweep.
+SET_APART = {
+    "algo_env": "== Presets: applied for the algo and env you choose (algo_env/<algo>_<env>; ~algo_env: none) ==",
+    "hparams_search": "== Optional: a hyperparameter search, for rlrun -m (none by default) ==",
+}
 
 
 def _help() -> None:
@@ -101,7 +107,11 @@ def _help() -> None:
             _hydra_entry()
     finally:
         lines = [ln for ln in out.getvalue().splitlines() if not ln.startswith(INTERNAL_GROUPS)]
-        print("\n".join(lines))
+        apart = [(SET_APART[ln.split(":")[0]], ln) for ln in lines if ln.split(":")[0] in SET_APART]
+        lines = [ln for ln in lines if ln.split(":")[0] not in SET_APART]
+        end = next((i for i, ln in enumerate(lines) if ln.startswith("More:")), len(lines))
+        extra = [part for heading, ln in apart for part in (heading, ln, "")]
+        print("\n".join(lines[:end] + extra + lines[end:]))
 
 
 def _hydra_entry() -> None:

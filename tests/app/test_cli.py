@@ -137,6 +137,11 @@ def test_help_and_cfg_job(workdir: Path) -> None:
     proc = run_rlrun(["--help"], workdir, check=True)
     assert re.search(r"^algo: .*\bdqn\b", proc.stdout, re.M) and re.search(r"^env: .*\bcartpole\b", proc.stdout, re.M)
     assert not re.search(r"^(schema/|algo_env/)", proc.stdout, re.M)  # composition internals are not choices
+    sections = {part.split(" ==")[0]: part for part in proc.stdout.split("\n== ")[1:]}  # by heading
+    groups = next(text for heading, text in sections.items() if heading.startswith("Groups: choose one option"))
+    presets = next(text for heading, text in sections.items() if heading.startswith("Presets: applied for"))
+    assert "\nalgo: " in groups and "algo_env:" not in groups and "hparams_search:" not in groups
+    assert "\nalgo_env: " in presets and "ppo_cartpole" in presets
     proc = run_rlrun(["--cfg", "job", "algo.lr=0.01", "seed=7"], workdir, check=True)
     assert "lr: 0.01" in proc.stdout and "seed: 7" in proc.stdout
     assert not (workdir / "outputs").exists()
