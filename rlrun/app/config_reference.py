@@ -11,6 +11,7 @@ the YAML's value where it differs), so the reference shows what ``rlrun <group>=
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
 import typing
 from dataclasses import dataclass
@@ -124,8 +125,22 @@ def _cell(value: Any) -> str:
     return "`" + text.replace("|", "\\|") + "`" if text != "" else ""
 
 
+# Docstrings are written for Sphinx-style readers: :class:`~pkg.Name` and ``literal``. Neither a Markdown table
+# nor a terminal renders those, so the reference shows `Name` / `literal` and rlrun keys the bare words.
+_ROLE = re.compile(r":(?:class|meth|func|mod|attr|obj):`~?([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def _markdown(text: str) -> str:
+    return _LITERAL.sub(r"`\1`", _ROLE.sub(lambda m: f"``{m.group(1).rsplit('.', 1)[-1]}``", text))
+
+
+def _terminal(text: str) -> str:
+    return _LITERAL.sub(r"\1", _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1], text))
+
+
 def _doc(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _markdown(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _table(key_rows: Sequence[KeyRow]) -> list[str]:
@@ -245,7 +260,7 @@ def keys_text(spec: str, overrides: Sequence[str] = ()) -> str:
         mark = f"  <- preset ({_cell(changed[r.key]).strip('`') or 'null'} without)" if r.key in changed else ""
         lines.append(f"{r.key} = {_cell(r.default).strip('`') or 'null'}  ({r.type}){allowed}{mark}")
         if r.doc:
-            lines.append(textwrap.fill(r.doc, width=110, initial_indent="    ", subsequent_indent="    "))
+            lines.append(textwrap.fill(_terminal(r.doc), width=110, initial_indent="    ", subsequent_indent="    "))
     return "\n".join(lines) + "\n"
 
 

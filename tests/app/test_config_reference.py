@@ -5,6 +5,7 @@ and the bad input of ``rlrun keys`` answered in one line."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,16 @@ def test_every_key_of_every_option_is_in_the_reference_with_its_docstring(group:
         for path, owner, name in _leaf_keys(schema, group):
             assert field_docs(owner).get(name), f"{owner.__name__}.{name} ({path}) has no docstring"
             assert f"| `{path}` |" in section, f"{path} missing from {group}={option}"
+
+
+def test_docstring_markup_is_rendered_for_the_page_and_the_terminal(markdown: str):
+    """Docstrings use Sphinx's :class:`~a.B` and ``literal``; the page shows `B` and `literal`, rlrun keys plain
+    words: neither shows the raw markup (some docstrings of every algo option have it)."""
+    assert not re.search(r":(class|meth|func|mod|attr|obj):`", markdown)
+    assert ref._markdown("see :class:`~rlrun.x.Foo` and ``a or b``") == "see `Foo` and `a or b`"
+    for algo in ref.options("algo"):
+        text = ref.keys_text(f"algo={algo}")
+        assert "``" not in text and not re.search(r":(class|meth|func|mod|attr|obj):`", text), algo
 
 
 def test_run_keys_are_in_the_reference(markdown: str):
