@@ -5,11 +5,15 @@
 - ``assets/reproduce/*.png``: the reproduction curves ``rlrun-bench reproduce`` writes to
   ``benchmarks/results/reproduce/``, published so the results page can link them;
 - ``assets/results/*.png``: the charts beside the benchmark records in ``benchmarks/results/`` (``rlrun-bench
-  peers`` writes one per task), which the performance page links.
+  peers`` writes one per task), which the performance page links;
+- ``assets/results/*.json``: the benchmark records themselves; a results page that names one (```<date>-<commit>-
+  <benchmark>.json```, with or without ``benchmarks/results/``) gets a link to it, so a site reader can open the
+  record a figure comes from, not only a repository reader.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File, Files
@@ -19,12 +23,25 @@ from rlrun.app.config_reference import reference_markdown
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT / "benchmarks" / "results" / "reproduce"
 CHARTS = ROOT / "benchmarks" / "results"
+RECORD = re.compile(r"`(?:benchmarks/results/)?(\d{4}-\d{2}-\d{2}-[\w.-]+\.json)`")
 
 
 def on_files(files: Files, config) -> Files:  # noqa: ANN001 - MkDocs' config object
     files.append(File.generated(config, "reference/configuration.md", content=reference_markdown()))
     for png in sorted(CURVES.glob("*.png")):
         files.append(File.generated(config, f"assets/reproduce/{png.name}", abs_src_path=str(png)))
-    for png in sorted(CHARTS.glob("*.png")):
-        files.append(File.generated(config, f"assets/results/{png.name}", abs_src_path=str(png)))
+    for path in sorted([*CHARTS.glob("*.png"), *CHARTS.glob("*.json")]):
+        files.append(File.generated(config, f"assets/results/{path.name}", abs_src_path=str(path)))
     return files
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001 - MkDocs' objects
+    """On the results pages, each named benchmark record becomes a link to its published copy."""
+    if not page.file.src_uri.startswith("results/"):
+        return markdown
+
+    def link(m: re.Match) -> str:
+        name = m.group(1)
+        return f"[`{name}`](../assets/results/{name})" if (CHARTS / name).exists() else m.group(0)
+
+    return RECORD.sub(link, markdown)

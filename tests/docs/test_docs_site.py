@@ -3,6 +3,7 @@ there: the configuration reference (from the schemas) and the reproduction curve
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,10 @@ def test_the_generated_reference_and_curves_are_published(site: Path):
         assert (site / "assets" / "reproduce" / png.name).is_file(), png.name
     results = (site / "results" / "reproduction" / "index.html").read_text()
     assert "../../assets/reproduce/mujoco-HalfCheetah-v5.png" in results
+    # a benchmark record the performance page names is a link to its published copy
+    performance = (site / "results" / "performance" / "index.html").read_text()
+    linked = re.findall(r'href="../../assets/results/([^"]+\.json)"', performance)
+    assert linked and all((site / "assets" / "results" / name).is_file() for name in linked), linked
 
 
 def test_the_api_page_renders_make_agent_from_its_docstring(site: Path):
