@@ -119,9 +119,9 @@ class _ImageTorso(Component):
 
     Memory layout on the CPU: the images are handed to the convolutions channels-last (``torch.channels_last``,
     oneDNN's native layout: the same values and the same mathematics, other kernels) when gradients are recorded,
-    and also when acting if ``channels_last_acting`` (per torso, as measured on CPUs: both torsos learn faster
-    channels-last; the IMPALA ResNet also acts faster, the Nature CNN acts slower at small batches, hence it acts
-    contiguous). The parameters stay as they are; the features come out as before.
+    and also when acting if ``channels_last_acting``, chosen per torso: oneDNN's kernels suit both torsos' updates
+    and the IMPALA ResNet's acting, but not the Nature CNN's small acting batches, so it acts contiguous
+    (docs/devices.md). The parameters stay as they are; the features come out as before.
     On CUDA the input is left contiguous (not measured there).
     """
 
