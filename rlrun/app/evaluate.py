@@ -34,7 +34,8 @@ import torch
 from rlrun import spaces as sp
 from rlrun.errors import RlrunError
 from rlrun.export import restore
-from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in, warn
+from rlrun.logging.fanout import warn
+from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
 from rlrun.metric_names import EVAL_RETURN_MEAN, EVAL_RETURN_STD
 from rlrun.redact import redact_uri
 from rlrun.registry import registry

@@ -282,7 +282,8 @@ def _open_parent_run(config: DictConfig, sweep_dir: Path, overrides: list[str], 
                      ) -> dict[str, Any]:
     """Create the sweep's MLflow parent run (or reopen it on resume); on failure warn and go on without one."""
     from rlrun.fingerprint import fingerprint_tags
-    from rlrun.logging.mlflow_sink import connect, default_tracking_uri, warn
+    from rlrun.logging.fanout import warn
+    from rlrun.logging.mlflow_sink import connect, default_tracking_uri
 
     mcfg = config.logger.mlflow
     uri = mcfg.tracking_uri or default_tracking_uri()
@@ -345,7 +346,8 @@ def _close_parent_run(manifest: dict[str, Any], sweep_dir: Path, counts: dict[st
         return
     from mlflow.entities import Metric
 
-    from rlrun.logging.mlflow_sink import connect, default_tracking_uri, warn
+    from rlrun.logging.fanout import warn
+    from rlrun.logging.mlflow_sink import connect, default_tracking_uri
 
     # The store this sweep opened the parent run in: the config's (sweep.json holds it without credentials).
     uri = OmegaConf.select(config, "logger.mlflow.tracking_uri", default=None) or default_tracking_uri()

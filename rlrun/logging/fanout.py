@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from rlrun.redact import redact_text
 from rlrun.registry import registry
 
 log = logging.getLogger(__name__)
+
+
+def warn(message: str) -> None:
+    """A sink's warning: one line on stderr, like rlrun's errors (Hydra's logging sends log records to stdout); any
+    URI in it without credentials (a library's error may quote the URI it was given)."""
+    print(f"rlrun: warning: {redact_text(message)}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)

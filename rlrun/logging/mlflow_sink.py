@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -31,7 +30,7 @@ from urllib.parse import urlparse
 
 from rlrun.errors import one_line
 from rlrun.fingerprint import fingerprint_tags, package_versions
-from rlrun.logging.fanout import RunContext
+from rlrun.logging.fanout import RunContext, warn
 from rlrun.redact import redact_text, redact_uri
 
 MAX_PARAMS_PER_BATCH = 100
@@ -66,12 +65,6 @@ def mlflow_run_in(state: dict[str, Any], uri: str) -> str | None:
 
 def is_local_store(uri: str) -> bool:
     return uri.startswith("sqlite:///") or uri.startswith("file:") or os.path.isabs(uri)
-
-
-def warn(message: str) -> None:
-    """One line on stderr, like rlrun's errors (Hydra's logging sends log records to stdout); any URI in it
-    without credentials (a library's error may quote the URI it was given)."""
-    print(f"rlrun: warning: {redact_text(message)}", file=sys.stderr, flush=True)
 
 
 def limit_http_retries() -> None:

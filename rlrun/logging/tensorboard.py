@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rlrun.errors import one_line
-from rlrun.logging.fanout import RunContext
-from rlrun.logging.mlflow_sink import warn
+from rlrun.logging.fanout import RunContext, warn
 from rlrun.metric_names import EVAL_VIDEO
 
 

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from rlrun.errors import one_line
-from rlrun.logging.fanout import RunContext
-from rlrun.logging.mlflow_sink import warn
+from rlrun.logging.fanout import RunContext, warn
 from rlrun.metric_names import EVAL_VIDEOS
 
 STEP_KEY = "env_step"  # the x-axis of every chart (rlrun's env steps, summed over env copies)
