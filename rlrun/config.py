@@ -315,6 +315,9 @@ class WandbConfig(Declared):
     """Seconds wandb.init may take (online: reaching the server) before the run goes on without W&B."""
     tags: list[str] = field(default_factory=list)
     """W&B tags of the run (short labels, e.g. [baseline, cartpole])."""
+    run_id: Optional[str] = None
+    """Log into this W&B run (continued where it stopped; a new run with this id if the project has none); null:
+    a new run. rlrun resume=<dir> sets it to the run's own W&B run when the project is the same."""
 
 
 @dataclass

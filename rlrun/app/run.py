@@ -327,6 +327,12 @@ def _resumed_config(cfg: DictConfig, overrides: Sequence[str] | None) -> tuple[D
             log.warning("resume: the run's MLflow run is in the tracking store %s, not in this run's %s: a new "
                         "MLflow run starts there. To continue that run, give logger.mlflow.tracking_uri=<that "
                         "store's URI>.", redact_uri(saved.get("tracking_uri")), redact_uri(uri))
+    # W&B likewise: the run's W&B run continues when the project (and team) is the one configured now.
+    wandb_cfg, wandb_saved = resumed.logger.wandb, state.get("wandb") or {}
+    wandb_cfg.run_id = cfg.logger.wandb.run_id
+    if (wandb_cfg.enabled and wandb_cfg.run_id is None and wandb_saved.get("run_id")
+            and (wandb_saved.get("project"), wandb_saved.get("entity")) == (wandb_cfg.project, wandb_cfg.entity)):
+        wandb_cfg.run_id = wandb_saved["run_id"]
     return validate(resumed), ckpt.run_dir_of(path), state
 
 
@@ -656,6 +662,7 @@ def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, 
                       include_replay: bool | None = None) -> dict:
     include_replay = bool(cfg.checkpoint.replay) if include_replay is None else include_replay
     sink = next((s for s in logger.sinks if hasattr(s, "run_id")), None)
+    wandb_sink = next((s for s in logger.sinks if hasattr(s, "wandb_id")), None)
     return {
         "algo": ckpt.algo_state(algo, include_replay),
         "replay_included": include_replay,
@@ -665,6 +672,8 @@ def _checkpoint_state(cfg: DictConfig, algo: Any, executor: Any, loop: RunLoop, 
         "config": redact_strings(OmegaConf.to_container(cfg, resolve=True)),
         "mlflow": {"run_id": getattr(sink, "run_id", None),
                    "tracking_uri": redact_uri(getattr(sink, "tracking_uri", None))},
+        "wandb": {"run_id": getattr(wandb_sink, "wandb_id", None), "project": cfg.logger.wandb.project,
+                  "entity": cfg.logger.wandb.entity},
     }
 
 

@@ -5,7 +5,8 @@ evaluation videos as ``wandb.Video``.
 Named like the MLflow run (``tracking_name``: ``run_name`` and the command's other overrides); the rlrun run
 directory is in the run's notes and config (``rlrun.run_dir``). W&B's own files go to ``logger.wandb.dir``, else
 ``$WANDB_DIR``, else the run directory (``<run dir>/wandb/``), so a run's files stay together. ``mode=offline``
-writes them only (``wandb sync <that folder>`` uploads them later); ``disabled`` is W&B's no-op run.
+writes them only (``wandb sync <that folder>`` uploads them later); ``disabled`` is W&B's no-op run. A resumed
+rlrun run (``rlrun resume=<dir>``) logs into the same W&B run: the checkpoint records its id and project.
 
 Metrics are logged against ``env_step`` (``define_metric``), not W&B's own ``step``: W&B drops a value logged at a
 step below the last one, and a background evaluation arrives at the env step its snapshot was taken, after later
@@ -46,7 +47,10 @@ class WandbSink:
             # console="off": W&B would otherwise wrap stdout/stderr to copy them into its output.log (the run
             # directory has cli.log already), which also interferes with the live progress bar.
             settings = wandb.Settings(console="off", init_timeout=float(cfg.init_timeout_s))
+            # resume="allow": a resumed rlrun run continues its W&B run (its id from the checkpoint), and a run id
+            # the project has not seen starts a run under that id instead of failing.
             self.run = wandb.init(project=cfg.project, entity=cfg.entity, mode=cfg.mode, name=run_name,
+                                  id=cfg.run_id or None, resume="allow" if cfg.run_id else None,
                                   dir=str(folder), tags=list(cfg.tags or []), notes=f"rlrun run dir: {self.run_dir}",
                                   config={"rlrun.run_dir": str(self.run_dir)}, settings=settings, reinit="create_new")
             self.run.define_metric(STEP_KEY)

@@ -18,16 +18,18 @@ from rlrun.logging.wandb_sink import WandbSink
 pytest.importorskip("wandb")  # the dev extra installs it (make install); a bare install skips these
 
 
-def offline_records(wandb_dir: Path) -> dict[str, list]:
+def offline_records(wandb_dir: Path, run_file: Path | None = None) -> dict[str, list]:
     """The records of the one offline run under ``wandb_dir``, by kind (run, config, history, summary, exit), read
     with W&B's own protobuf from its run file ``wandb/offline-run-*/run-<id>.wandb``. That file is a LevelDB-style
     log: a 7-byte header, then 32 KiB blocks of chunks, each ``crc32 (4) | length (2, LE) | type (1)`` and its bytes
     (type 1: a whole record, 2/3/4: its first/middle/last piece); a block's last < 7 bytes are zero padding."""
     from wandb.proto import wandb_internal_pb2
 
-    found = list(wandb_dir.glob("wandb/offline-run-*/run-*.wandb"))
-    assert len(found) == 1, found
-    data, block, pos, pieces = found[0].read_bytes(), 32768, 7, b""
+    if run_file is None:
+        found = list(wandb_dir.glob("wandb/offline-run-*/run-*.wandb"))
+        assert len(found) == 1, found
+        run_file = found[0]
+    data, block, pos, pieces = run_file.read_bytes(), 32768, 7, b""
     records: dict[str, list] = {}
     while pos + 7 <= len(data):
         left = block - pos % block
@@ -79,6 +81,30 @@ def test_an_offline_run_holds_the_config_metrics_and_summary(workdir: Path, monk
     assert final["rlrun/status"] == "FINISHED" and final["env_steps"] == summary["env_steps"]
     assert final["stop_reason"] == "env_steps"
     assert records["exit"][0].exit_code == 0
+
+
+def test_a_resumed_run_continues_its_wandb_run(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rlrun resume=<dir>`` logs into the W&B run the run started (its id from the checkpoint), from the env step
+    where it stopped; a user's explicit ``logger.wandb.run_id`` wins over the checkpoint's."""
+    wandb_dir = workdir.parent / "wandb-files"
+    monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_rlrun([*QUICK, "logger=wandb", "logger.wandb.mode=offline", "logger.console.enabled=false"], workdir,
+              check=True)
+    first = only_summary(workdir / "outputs")
+    run_rlrun([f"resume={first['run_dir']}", "stop.env_steps=600", "logger.console.enabled=false"], workdir,
+              check=True)
+    files = sorted(wandb_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(files) == 2, files
+    before, after = (offline_records(wandb_dir, f) for f in files)
+    assert before["run"][0].run_id == after["run"][0].run_id  # the same W&B run, continued
+    steps = [r["env_step"] for r in history(after) if "counters/env_steps" in r]
+    assert steps and min(steps) > first["env_steps"] and max(steps) == only_summary(workdir / "outputs")["env_steps"]
+
+    run_rlrun([f"resume={first['run_dir']}", "stop.env_steps=900", "logger.console.enabled=false",
+               "logger.wandb.run_id=chosen1"], workdir, check=True)
+    third = sorted(set(wandb_dir.glob("wandb/offline-run-*/run-*.wandb")) - set(files))
+    assert len(third) == 1 and offline_records(wandb_dir, third[0])["run"][0].run_id == "chosen1"
 
 
 def test_a_failing_wandb_warns_once_and_turns_itself_off(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
