@@ -1,10 +1,12 @@
-"""A ``ray start --head`` cluster of the benchmark's own on this machine, for benchmarks that watch a run from
-outside (soak, chaos): the run joins it with ``executor.address``; the cluster ends with the ``with`` block (its
-processes are one process group: ``--block``). Token authentication is off (``RAY_AUTH_MODE=disabled``, as Ray 2.60's
-docs say for a private cluster) in the environment the run and the ``ray`` CLI get, and so is the node's drain on
-SIGTERM (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0``): Ray 2.60's ``ray start --block`` answers SIGTERM by asking the
-GCS to drain the node for up to 30 s, and the process group's SIGTERM has stopped the GCS already, so every
-cluster's end waited out the whole 30 s ("Failed to mark the local node as draining on SIGTERM")."""
+"""A ``ray start --head`` cluster of the benchmark's own on this machine, for benchmarks that watch a run from outside
+(soak, chaos): the run joins it with ``executor.address``; the cluster ends with the ``with`` block (its processes
+are one process group: ``--block``). :func:`start_node` adds a node as a user adds one (``ray start
+--address=<head>``, its own raylet and object store), which :func:`kill_node` takes down as a lost machine goes.
+Token authentication is off (``RAY_AUTH_MODE=disabled``, as Ray 2.60's docs say for a private cluster) in the
+environment the run and the ``ray`` CLI get, and so is the node's drain on SIGTERM
+(``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0``): Ray 2.60's ``ray start --block`` answers SIGTERM by asking the GCS to
+drain the node for up to 30 s, and the process group's SIGTERM has stopped the GCS already, so every cluster's end
+waited out the whole 30 s ("Failed to mark the local node as draining on SIGTERM")."""
 
 from __future__ import annotations
 
@@ -29,10 +31,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cluster_is_up(address: str) -> bool:
-    """Whether ``ray status`` at ``address`` lists a node's CPUs (the GCS answers and a node has registered)."""
+def cluster_is_up(address: str, cpus: int | None = None) -> bool:
+    """Whether ``ray status`` at ``address`` lists a node's CPUs (the GCS answers and a node has registered), or
+    with ``cpus``, that many CPUs in all (every node registered)."""
     status = subprocess.run([RAY_CLI, "status", f"--address={address}"], env=ENV, capture_output=True, text=True)
-    return status.returncode == 0 and " CPU" in status.stdout
+    if status.returncode != 0:
+        return False
+    return " CPU" in status.stdout if cpus is None else f"/{float(cpus)} CPU" in status.stdout
+
+
+def wait_for_cpus(address: str, cpus: int, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cluster_is_up(address, cpus):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the cluster at {address} did not reach {cpus} CPUs in {timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
+def start_node(address: str, cpus: int) -> subprocess.Popen:
+    """Another node of the cluster at ``address`` (``ray start --address --block``, a process group of its own)."""
+    return subprocess.Popen([RAY_CLI, "start", f"--address={address}", f"--num-cpus={cpus}", "--block"], env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def kill_node(node: subprocess.Popen) -> None:
+    """SIGKILL to the node's whole process group (raylet, object store, its actors): a machine that is lost, not
+    one that is shut down (no drain, no goodbye to the GCS, which notices only when heartbeats stop)."""
+    try:
+        os.killpg(node.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    node.wait(timeout=60)
 
 
 @contextmanager

@@ -85,22 +85,26 @@ class RayWorkerSet:
     def _wait_ready(self) -> None:
         """Block until every actor is built (env copies made and reset), turning a failure into one clear error; a
         worker that no node has room for within ``START_TIMEOUT_S`` (other jobs' actors took the CPUs after this
-        run counted them) is a PlacementError."""
+        run counted them) is a PlacementError. A worker whose node is lost while it starts is replaced as after
+        any other loss (counted, within ``executor.max_worker_restarts``): a node may go at any time."""
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
-        try:
-            refs = [a.node_id.remote() for a in self.actors]
-            nodes = [await_placement(ref, f"rollout worker {w}", float(self.cfg.cpus_per_worker), START_TIMEOUT_S,
-                                     again=False) for w, ref in enumerate(refs)]
-        except (RayActorError, RayTaskError) as e:
-            cause = getattr(e, "cause", None) or getattr(getattr(e, "error", None), "cause", None)
-            if isinstance(cause, RlrunError):
-                raise cause from None
-            raise RlrunError(f"executor=ray: a rollout worker could not start: {one_line(e)}") from None
-        if self._pool is not None:
-            here = ray.get_runtime_context().get_node_id()
-            self._on_this_node = [node == here for node in nodes]
+        here = ray.get_runtime_context().get_node_id() if self._pool is not None else None
+        refs = [a.node_id.remote() for a in self.actors]
+        for w, ref in enumerate(refs):
+            try:
+                node = await_placement(ref, f"rollout worker {w}", float(self.cfg.cpus_per_worker), START_TIMEOUT_S,
+                                       again=False)
+                self._on_this_node[w] = self._pool is not None and node == here
+            except (RayActorError, RayTaskError) as e:
+                if isinstance(e, RayActorError) and not e.actor_init_failed:
+                    self._restart(w, e)  # its process or node went before it ran: not a bad build
+                    continue
+                cause = getattr(e, "cause", None) or getattr(getattr(e, "error", None), "cause", None)
+                if isinstance(cause, RlrunError):
+                    raise cause from None
+                raise RlrunError(f"executor=ray: a rollout worker could not start: {one_line(e)}") from None
 
     # ------------------------------------------------------------ workers
 

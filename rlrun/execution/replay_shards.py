@@ -281,11 +281,17 @@ class RayReplayShardSet:
         self._next_add = 0
         self._next_sample = 0
         self.actors = [self._make_actor(i) for i in range(self.num_shards)]
-        try:
-            ray.get([a.pid.remote() for a in self.actors])
-        except Exception as e:  # noqa: BLE001 - one clear error for a shard that cannot start
-            self.stop()
-            raise RlrunError(f"executor=ray: a replay shard could not start: {one_line(e)}") from None
+        for i, ref in enumerate([a.pid.remote() for a in self.actors]):
+            try:
+                ray.get(ref)
+            except lost_errors() as e:
+                if getattr(e, "actor_init_failed", False):
+                    self.stop()
+                    raise RlrunError(f"executor=ray: a replay shard could not start: {one_line(e)}") from None
+                self._restart(i, e)  # its node went while it started: replaced as after any other loss
+            except Exception as e:  # noqa: BLE001 - one clear error for a shard that cannot start
+                self.stop()
+                raise RlrunError(f"executor=ray: a replay shard could not start: {one_line(e)}") from None
 
     @property
     def restarts(self) -> int:
