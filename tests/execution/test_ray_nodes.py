@@ -303,6 +303,65 @@ def test_shards_of_a_node_that_is_going_come_back_on_the_driver_s_node(head_and_
         executor.stop()
 
 
+def slow_memory(markers: str, shard_index: int):  # noqa: ANN201
+    """make_memory, after saying the shard's process has started (a file named by its pid in ``markers``) and
+    waiting there, so the test can take the node away while the shard is still being built; once ``markers/done``
+    exists (the replacements) it is quick."""
+    import os
+    from pathlib import Path
+
+    if not (Path(markers) / "done").exists():
+        (Path(markers) / f"{os.getpid()}").touch()
+        time.sleep(20)
+    return make_memory(shard_index)
+
+
+@pytest.fixture
+def head_and_one_node_fast():  # noqa: ANN201
+    """head_and_one_node, with a node's death noticed within ~1.5 s."""
+    yield from one_cpu_nodes(1, _system_config=FAST_HEALTH_CHECKS)
+
+
+def test_shards_whose_node_is_lost_while_they_start_come_back_on_the_driver_s_node(head_and_one_node_fast,
+                                                                                   tmp_path) -> None:
+    """Both shards start on the only worker node and are still being built when that node is removed: the shard
+    set does not fail ("a replay shard could not start") but replaces both, counted, on the driver's node."""
+    import functools
+    import threading
+
+    import ray.cloudpickle
+
+    from rlrun.execution.ray_executor import RayExecutor
+
+    ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+    markers = tmp_path / "markers"  # the nodes are processes of this machine: they see the test's tmp_path
+    markers.mkdir()
+    executor = RayExecutor(OmegaConf.structured(RayExecutorConfig(num_workers=1)), cartpole(), seed=0)
+    (victim,) = head_and_one_node_fast.worker_nodes
+
+    def remove_once_building() -> None:
+        deadline = time.monotonic() + 60
+        while len(list(markers.glob("[0-9]*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (markers / "done").touch()  # replacements build at once
+        head_and_one_node_fast.remove_node(victim, allow_graceful=False)
+
+    remover = threading.Thread(target=remove_once_building)
+    remover.start()
+    try:
+        shards = executor.replay_shards(functools.partial(slow_memory, str(markers)), 2)
+        remover.join()
+        head = ray.get_runtime_context().get_node_id()
+        assert len(list(markers.glob("[0-9]*"))) == 2  # both were being built on the node when it went
+        assert shard_nodes(shards) == [head, head] and executor.replay_restarts == 2
+        shards.add({"records": {"x": np.zeros((3, 2), np.float32)}, "priorities": None}, shard=1)
+        shards.flush()
+        assert shards.shard_sizes() == [0, 3]
+    finally:
+        remover.join()
+        executor.stop()
+
+
 # ---------------------------------------------------------------------------------------------------- weights
 
 
