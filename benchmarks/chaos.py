@@ -153,7 +153,7 @@ def node_run(tmp: Path, name: str, algo: str, seed: int, every: float | None, do
            f"{at}/return_mean": summary["episode_return_mean"], f"{at}/env_steps": summary["env_steps"],
            f"{at}/wall_s": summary.get("wall_time_s")}
     if every is not None:
-        said = (tmp / f"{name}.stderr").read_text()
+        said = (run_dir / "cli.log").read_text()  # the run's warnings: a line per loss
         out.update({f"{at}/node_kills": kills,
                     f"{at}/warned_worker_losses": said.count("; starting a new one (restart"),
                     f"{at}/warned_shard_losses": said.count("; starting an empty one (restart"),

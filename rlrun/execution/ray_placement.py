@@ -11,7 +11,9 @@ or its node, and the wait for a replacement to find a node with room (``executor
   machines of its own; on one node they share it.
 - **A lost actor** (``lost_errors``): its process died (``RayActorError``, its node's death included) or a result
   it had finished lived in the object store of a node that died (``ObjectLostError``). The worker set and the shard
-  set replace it; ``await_placement`` waits for the replacement to start, and when no node can host it within
+  set replace it, away from the node it died on when the failure says that node may be gone
+  (``node_may_be_gone``: Ray may list a lost node as alive for seconds, and an actor placed there is cancelled);
+  ``await_placement`` waits for the replacement to start, and when no node can host it within
   ``executor.restart_timeout_s`` raises :class:`~rlrun.errors.PlacementError`, which ``rlrun run`` answers with a
   final checkpoint (the learner's state; no worker state, no replay) and ``stop_reason: error``.
 """
@@ -31,12 +33,21 @@ def through_client() -> bool:
     return bool(ray.util.client.ray.is_connected())
 
 
-def worker_strategy(cfg: Any) -> Any:
-    """Ray's scheduling strategy for the rollout workers from ``executor.placement`` (see the module docstring)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+NODE_ID_LABEL = "ray.io/node-id"  # the label Ray gives every node: its id
 
-    if str(cfg.get("placement", "pack")) == "spread":
+
+def worker_strategy(cfg: Any, avoid: frozenset[str] = frozenset()) -> Any:
+    """Ray's scheduling strategy for the rollout workers from ``executor.placement`` (see the module docstring). A
+    replacement, with ``avoid`` (nodes its predecessors' failures point at): any node but those (a hard label
+    constraint), the driver's preferred under ``pack``; it waits for room elsewhere rather than go there."""
+    import ray
+    from ray.util.scheduling_strategies import In, NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy, NotIn
+
+    spread = str(cfg.get("placement", "pack")) == "spread"
+    if avoid:
+        soft = None if spread or through_client() else {NODE_ID_LABEL: In(ray.get_runtime_context().get_node_id())}
+        return NodeLabelSchedulingStrategy(hard={NODE_ID_LABEL: NotIn(*sorted(avoid))}, soft=soft)
+    if spread:
         return "SPREAD"
     if through_client():
         return "DEFAULT"
@@ -61,6 +72,16 @@ def shard_strategy(index: int, cpus: float, avoid: frozenset[str] = frozenset())
         return "DEFAULT"
     return NodeAffinitySchedulingStrategy(node_id=others[int(index) % len(others)] if others else here,
                                           soft=float(cpus) > 0)
+
+
+def node_may_be_gone(error: BaseException) -> bool:
+    """Whether an actor's failure points at its node rather than its process: the call could not reach it (no
+    raylet reported a death: ``ActorUnavailableError``), a result was lost with a node's object store, or the GCS
+    says the node died. A process that died on a live node is reported by its raylet (``ActorDiedError``), and its
+    node may host the replacement."""
+    from ray.exceptions import ActorUnavailableError, ObjectLostError
+
+    return isinstance(error, (ActorUnavailableError, ObjectLostError)) or "its node has died" in str(error)
 
 
 def lost_errors() -> tuple[type[BaseException], ...]:

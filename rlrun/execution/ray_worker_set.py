@@ -16,7 +16,13 @@ import torch
 from rlrun import spaces as sp
 from rlrun.errors import ConfigError, RlrunError, one_line
 from rlrun.execution.ray_actor import RemoteRolloutWorker, owned
-from rlrun.execution.ray_placement import await_placement, lost_errors, through_client, worker_strategy
+from rlrun.execution.ray_placement import (
+    await_placement,
+    lost_errors,
+    node_may_be_gone,
+    through_client,
+    worker_strategy,
+)
 from rlrun.execution.rollout_worker import Policy
 from rlrun.execution.sample_batch import SampleBatch
 from rlrun.execution.shared_memory_transfer import MIN_SHARED_BYTES, SharedArrays, Slot, SlotPool, slot_bytes
@@ -77,6 +83,8 @@ class RayWorkerSet:
         self._obs_leaf_bytes = [int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize
                                 for s in sp.flatten_space(self.space).values()]
         self._on_this_node: list[bool] = [False] * self.num_workers
+        self._nodes: list[str | None] = [None] * self.num_workers  # the node each worker's actor started on
+        self._driver_node = None if through_client() else ray.get_runtime_context().get_node_id()
         self._lent: dict[Any, Slot] = {}  # request -> the slot lent to it
         self.actors = [self._make_actor(w) for w in range(self.num_workers)]
         self._wait_ready()
@@ -87,16 +95,15 @@ class RayWorkerSet:
         worker that no node has room for within ``START_TIMEOUT_S`` (other jobs' actors took the CPUs after this
         run counted them) is a PlacementError. A worker whose node is lost while it starts is replaced as after
         any other loss (counted, within ``executor.max_worker_restarts``): a node may go at any time."""
-        import ray
         from ray.exceptions import RayActorError, RayTaskError
 
-        here = ray.get_runtime_context().get_node_id() if self._pool is not None else None
         refs = [a.node_id.remote() for a in self.actors]
         for w, ref in enumerate(refs):
             try:
                 node = await_placement(ref, f"rollout worker {w}", float(self.cfg.cpus_per_worker), START_TIMEOUT_S,
                                        again=False)
-                self._on_this_node[w] = self._pool is not None and node == here
+                self._nodes[w] = node
+                self._on_this_node[w] = self._pool is not None and node == self._driver_node
             except (RayActorError, RayTaskError) as e:
                 if isinstance(e, RayActorError) and not e.actor_init_failed:
                     self._restart(w, e)  # its process or node went before it ran: not a bad build
@@ -112,13 +119,16 @@ class RayWorkerSet:
     def num_envs(self) -> int:
         return self.num_workers * self.envs_per_worker
 
-    def _make_actor(self, w: int) -> Any:
-        """Worker ``w``'s actor. A replacement (after ``r`` restarts in all) seeds its env copies and acting stream
-        past every seed the run has used (``seed + r * num_envs + w * num_envs_per_worker``)."""
+    def _make_actor(self, w: int, avoid: frozenset[str] = frozenset()) -> Any:
+        """Worker ``w``'s actor, on no node in ``avoid``. A replacement (after ``r`` restarts in all) seeds its env
+        copies and acting stream past every seed the run has used (``seed + r * num_envs + w * num_envs_per_worker``).
+        """
         seed, n = self.executor.seed, self.envs_per_worker
         r = self.executor.restarts
         env_seed = seed + r * self.num_envs + w * n
-        return self._actor_class.remote(self._env_factory_ref, self._factory_ref, w, w + r * self.num_workers, n,
+        actor_class = self._actor_class.options(scheduling_strategy=worker_strategy(self.cfg, avoid)) if avoid \
+            else self._actor_class
+        return actor_class.remote(self._env_factory_ref, self._factory_ref, w, w + r * self.num_workers, n,
                                         env_seed, seed, str(self.cfg.vector_mode), str(self.cfg.worker_device),
                                         int(self.cfg.worker_torch_threads))
 
@@ -129,14 +139,17 @@ class RayWorkerSet:
 
         ex = self.executor
         ex.lost_env_steps += int(lost_requests) * rollouts_per_request * self._async_args[0] * self.envs_per_worker
+        avoid: set[str] = set()  # nodes this worker's failures point at; never the driver's, which outlives them
         while True:  # a replacement that dies while starting (its node was going too) is one more loss
+            if node_may_be_gone(error) and self._nodes[w] not in (None, self._driver_node):
+                avoid.add(self._nodes[w])
             try:
-                self._replace(w, error)
+                self._replace(w, error, frozenset(avoid))
                 return
             except lost_errors() as e:
                 error = e
 
-    def _replace(self, w: int, error: BaseException) -> None:
+    def _replace(self, w: int, error: BaseException, avoid: frozenset[str]) -> None:
         """One try of :meth:`_restart`: count it, make the new actor, wait for it to start."""
         import ray
 
@@ -157,12 +170,13 @@ class RayWorkerSet:
             del self._pending[ref]
             self._info_refs.pop(ref, None)
             self._lent.pop(ref, None)
-        self.actors[w] = self._make_actor(w)
+        self.actors[w] = self._make_actor(w, avoid)
         if self._pool is not None:  # its slots are not reused (the dead process might still write)
             self._pool.drop_worker(w)
         node = await_placement(self.actors[w].node_id.remote(), f"rollout worker {w} (lost: {one_line(error, 120)})",
                                float(self.cfg.cpus_per_worker), float(self.cfg.restart_timeout_s))
-        self._on_this_node[w] = self._pool is not None and node == ray.get_runtime_context().get_node_id()
+        self._nodes[w] = node
+        self._on_this_node[w] = self._pool is not None and node == self._driver_node
         self._unsent[w] = self._weights[w] is not None  # the new actor gets the last weights with its first request
 
     def _fetch(self, ref: Any) -> SampleBatch:

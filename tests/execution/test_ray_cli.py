@@ -133,3 +133,43 @@ def test_an_address_where_no_cluster_answers_is_bad_input_said_before_the_run_di
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
         assert not (workdir / "outputs").exists() and not (workdir / "mlflow.db").exists()
+
+
+def test_apex_survives_losing_the_node_of_its_replay_shards(workdir: Path) -> None:
+    """The fault as a user met it: a `ray start` head (the driver's node) and a second node, each its own raylet;
+    Ape-X with executor.placement=spread puts its replay shards on the second node, which is then SIGKILLed
+    (no drain: the GCS still lists it as alive for seconds). The shards come back empty on the head (a replacement
+    pinned to the dying node was cancelled before it ran, and the run ended with "unexpected error"), the lost
+    worker too, and the run ends at its stop condition with exit 0."""
+    import subprocess
+    import time
+
+    from benchmarks.peers.processes import process_tree
+    from benchmarks.ray_head import ENV, RLRUN, kill_node, ray_head, start_node, stop_run, wait_for_cpus
+
+    with ray_head(2) as (address, _):
+        node = start_node(address, 2)
+        proc = None
+        try:
+            wait_for_cpus(address, 4)
+            proc = subprocess.Popen([RLRUN, "algo=apex", "executor=ray", f"executor.address={address}",
+                                     "executor.placement=spread", "executor.num_workers=2", "stop.wall_time_s=40",
+                                     "stop.env_steps=100000000", "stop.episode_return_mean=null", "logger=none",
+                                     "export.formats=[]", "hydra.run.dir=run"], env=ENV, cwd=workdir,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+            deadline = time.monotonic() + 120
+            while not any(Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"ray::ReplayShard")
+                          for p in process_tree(node.pid) if Path(f"/proc/{p}/cmdline").exists()):
+                assert proc.poll() is None and time.monotonic() < deadline, "no replay shard on the second node"
+                time.sleep(0.5)
+            kill_node(node)
+            _, stderr = proc.communicate(timeout=300)
+        finally:
+            if proc is not None:
+                stop_run(proc)
+            kill_node(node)
+    assert proc.returncode == 0, stderr
+    summary = json.loads((workdir / "run" / "summary.json").read_text())
+    assert summary["stop_reason"] == "wall_time_s" and summary["error"] is None
+    assert "; starting an empty one (restart 1)" in stderr and "Traceback" not in stderr
