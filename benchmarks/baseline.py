@@ -20,8 +20,8 @@ rewrites X's entries and moves X to a source of its own, the others keep theirs.
 sources were per benchmark has one ``source`` for all; it is read as that.)
 
 Per CPU: this machine class is not always the same CPU, and some ratios move with it (a peer whose time is mostly
-Python against rlrun's torch kernels: CleanRL / rlrun on CartPole was 7.7 on Intel Xeon cores and 4.7 on AMD EPYC
-ones, the same code). So the file may hold, beside the entries above (the default), a section per CPU model::
+Python moves with the CPU more than rlrun's torch kernels do, on the same code). So the file may hold, beside the
+entries above (the default), a section per CPU model::
 
     "by_cpu": {"<hardware.cpu>": {"sources": [...], "benchmarks": {"<benchmark>": {...}}}}
 

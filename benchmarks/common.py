@@ -39,46 +39,10 @@ def fingerprint() -> dict[str, Any]:
     return _fingerprint(str(Path(__file__).resolve().parent))
 
 
-def time_per_call(fn: Callable[[], Any], min_time_s: float = 0.2, repeats: int = 5) -> float:
-    """Median seconds per call of ``fn`` over ``repeats`` timed blocks of at least ``min_time_s`` each."""
-    fn()
-    n = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time_s / 4:
-            break
-        n *= 2
-    n = max(int(n * (min_time_s / max(elapsed, 1e-9)) / 4) if elapsed < min_time_s else n, 1)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - start) / n)
-    return statistics.median(samples)
-
-
-def interleaved_ratio(fn: Callable[[], Any], baseline: Callable[[], Any], rounds: int = 7,
-                      min_time_s: float = 0.1) -> tuple[float, float, float]:
-    """(median fn time, median baseline time, median of per-round ratios), the two timed alternately so that
-    machine noise hits both alike."""
-    a, b, r = [], [], []
-    for _ in range(rounds):
-        ta = time_per_call(fn, min_time_s, 1)
-        tb = time_per_call(baseline, min_time_s, 1)
-        a.append(ta)
-        b.append(tb)
-        r.append(ta / tb)
-    return statistics.median(a), statistics.median(b), statistics.median(r)
-
-
 def alternating_ratios(fn: Callable[[], Any], baseline: Callable[[], Any], rounds: int = 7, min_time_s: float = 0.2,
                        clocks: dict[str, Callable[[], float]] | None = None) -> dict[str, tuple[float, float, float]]:
-    """Like :func:`interleaved_ratio`, but alternating single calls within each round (fn, baseline, baseline,
-    fn, ...), so a burst of other work on the shared cores hits both sides alike. Each call is timed on every clock
+    """``fn`` and ``baseline`` timed in rounds of alternating single calls (fn, baseline, baseline, fn, ...), so a
+    burst of other work on the shared cores hits both sides alike. Each call is timed on every clock
     (default: ``wall`` = perf_counter and ``cpu`` = this thread's CPU time, which other processes on the cores
     barely disturb); per clock: (median fn time, median baseline time, median of per-round ratios fn/baseline).
     For calls of a millisecond or more; each round spends about ``min_time_s`` on the two together."""

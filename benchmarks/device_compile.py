@@ -3,7 +3,7 @@
 Two DQN agents with the same weights, one with its networks compiled as ``device.compile=true`` does
 (rlrun.devices.compile_networks: ``torch.compile`` of q and target_q; the loss and the Adam step stay eager).
 Per case: the one-off compile time (first update + first act), a check that the first update's losses agree,
-then the eager/compiled time ratio timed in alternating rounds (benchmarks.common.interleaved_ratio) for
+then the eager/compiled time ratio timed in alternating rounds (benchmarks.common.alternating_ratio) for
 ``update(batch)`` and for greedy ``get_actions`` at batch 1. Figures ``speedup/<path>/<case>`` = eager time /
 compiled time (> 1: compiling helps). One torch thread (rlrun's default).
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import interleaved_ratio, load_average, write_result
+from benchmarks.common import alternating_ratio, load_average, write_result
 from benchmarks.dqn_networks import dqn_agent
 from benchmarks.learner_throughput import AGENT_SETTINGS, CASES, make_batch
 from rlrun import spaces as sp
@@ -50,14 +50,14 @@ def run_case(name: str, rounds: int, min_time_s: float) -> dict[str, Any]:
                                f"loss_abs_diff/{name}": float((loss_c - loss_e).abs())}
     if fell_back:
         figures[f"fell_back/{name}"] = ", ".join(fell_back)
-    t_c, t_e, ratio = interleaved_ratio(lambda: compiled.update(batch), lambda: eager.update(batch), rounds,
-                                        min_time_s)
+    t_c, t_e, ratio = alternating_ratio(lambda: compiled.update(batch), lambda: eager.update(batch), rounds,
+                                        2 * min_time_s)
     figures[f"update_ms/{name}/compiled"] = round(t_c * 1e3, 3)
     figures[f"update_ms/{name}/eager"] = round(t_e * 1e3, 3)
     figures[f"speedup/update/{name}"] = round(1.0 / ratio, 3)
     with torch.no_grad():
-        t_c, t_e, ratio = interleaved_ratio(lambda: compiled.get_actions(obs1, False),
-                                            lambda: eager.get_actions(obs1, False), rounds, min_time_s)
+        t_c, t_e, ratio = alternating_ratio(lambda: compiled.get_actions(obs1, False),
+                                            lambda: eager.get_actions(obs1, False), rounds, 2 * min_time_s)
     figures[f"act_us/{name}/compiled"] = round(t_c * 1e6, 1)
     figures[f"act_us/{name}/eager"] = round(t_e * 1e6, 1)
     figures[f"speedup/act/{name}"] = round(1.0 / ratio, 3)

@@ -24,8 +24,6 @@ Cases (``--cases``; DQN's two keep their names of the first version):
   - ``ppo_atari_nature_cnn``: PPO (no Atari preset: ``network=auto`` -> Nature CNN, separate actor and critic
     torsos as conf/algo/ppo.yaml) on a rollout of 8 x 8 steps, 1 epoch of 2 minibatches of 32
     (:func:`bare_ppo_update`: the value pass for GAE, then the clipped-surrogate minibatch steps);
-  - ``ppo_cartpole_mlp``: PPO as ``algo=ppo env=cartpole`` runs it (its preset: MLP [64, 64] tanh, separate torsos,
-    a rollout of 32 x 8, 10 epochs of one minibatch of 256): the update of the peers benchmark's CartPole task;
   - ``a2c_atari_nature_cnn``: A2C (Nature CNN, separate torsos, RMSProp) on 5 x 8 steps, one gradient step;
   - ``trpo_atari_nature_cnn``: TRPO (Nature CNN actor and critic) on 4 x 4 steps: conjugate gradient (10
     iterations) on Fisher-vector products, line search, then 1 epoch of 1 value minibatch;
@@ -267,7 +265,7 @@ def bare_actor_critic(network: Any, obs_space: sp.Box, num_actions: int) -> Bare
     if getattr(network, "core", None) is not None:
         raise ValueError("no hand-written reference for the LSTM core")
     kind = torso_kind(network.torso)
-    # An MLP torso's widths and activation are the agent's (PPO on CartPole: [64, 64] tanh).
+    # An MLP torso's widths and activation are the agent's.
     shape = (network.torso.hidden_sizes, network.torso.activation) if kind == "mlp" else ()
     critic = None if network.critic_torso is None else bare_torso(obs_space, kind, *shape)
     net = BareActorCritic(bare_torso(obs_space, kind, *shape), critic, num_actions, kind)
@@ -885,9 +883,6 @@ class AlgoCase:
 ALGO_CASES: dict[str, AlgoCase] = {
     "ppo_atari_nature_cnn": AlgoCase("ppo", ("env=pong", "algo.rollout_steps=8", "algo.num_epochs=1",
                                              "algo.minibatch_size=32"), ppo_pair, (8, 8)),
-    # PPO as `rlrun algo=ppo env=cartpole` runs it (conf/algo_env/ppo_cartpole.yaml): a rollout of 32 x 8, 10 epochs
-    # of one minibatch of 256, MLP [64, 64] tanh, separate actor and critic torsos.
-    "ppo_cartpole_mlp": AlgoCase("ppo", ("env=cartpole",), ppo_pair, (32, 8)),
     "a2c_atari_nature_cnn": AlgoCase("a2c", ("env=pong",), a2c_pair, (5, 8)),
     "trpo_atari_nature_cnn": AlgoCase("trpo", ("env=pong", "algo.rollout_steps=4", "algo.vf_epochs=1",
                                                "algo.vf_minibatch_size=16"), trpo_pair, (4, 4)),

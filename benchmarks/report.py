@@ -4,6 +4,7 @@ Performance page's block (docs/results/performance.md), a short table per benchm
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from pathlib import Path
@@ -183,8 +184,10 @@ def readme_section(data: dict[str, Any], source: str, suite: tuple[Benchmark, ..
             why = "; ".join(record.get("notes", [])) or last_line(record.get("error"))
             unavailable.append(f"- `{name}`: {status}{' (' + why + ')' if why else ''}")
             continue
+        figures = {f: v for f, v in numeric_figures(record["figures"]).items()
+                   if not any(fnmatch.fnmatchcase(f, p) for p in bench.retired)}  # cases retired since that run
         lines += ["", f"**{bench.title or name}** (`{name}`: `{record['command']}`)", "",
-                  *_table_lines(bench, numeric_figures(record["figures"]))]
+                  *_table_lines(bench, figures)]
     if unavailable:
         lines += ["", "Not measured in this run:", "", *unavailable]
     lines += ["", "Every figure of the run, with the baseline's: its `.md` file beside the JSON."]

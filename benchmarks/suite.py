@@ -116,6 +116,8 @@ class Benchmark:
     """The Performance page's table: (column heading, figure pattern) pairs, the pattern naming the parts that
     make a row in braces (``samples_per_s/{case}/rlrun``): a row per value of those parts, a column per pair, so a
     reader compares cases along a row instead of reading one figure per line."""
+    retired: tuple[str, ...] = ()
+    """Figure patterns of cases the benchmark no longer runs: an older record's are left off the Performance page."""
     derive: Callable[[dict[str, Any]], dict[str, float]] | None = None
     """Extra same-run ratios computed from the module's figures (e.g. speed ratios from overheads)."""
     timeout_s: float = 900.0
@@ -156,53 +158,38 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark(
         "learner_throughput", "benchmarks.learner_throughput",
         "samples/s through the DQN agent's update() vs a hand-written PyTorch step of the same network and loss "
-        "(Nature CNN on 4x84x84 uint8; CartPole MLP)",
+        "(Nature CNN on 4x84x84 uint8; an MLP [64, 64]), and each algorithm's update beside its own",
         ci_args=("--quick",),
         compared=("ratio/samples_per_cpu_s/*",), tolerances={"ratio/*": 0.2},
         goals={"ratio/*": 0.9},
         headline=("samples_per_s/*/rlrun", "ratio/*"),
         title="The learner against bare PyTorch",
+        retired=("*/ppo_cartpole_mlp/*",),
         # per CPU-second: the ratio CI compares (wall-clock samples/s moves with whatever else shares the cores)
         table=(("rlrun samples/s", "samples_per_s/{case}/rlrun"),
                ("rlrun / bare PyTorch, per CPU-second", "ratio/samples_per_cpu_s/{case}/rlrun_vs_bare"))),
     Benchmark(
-        "time_to_threshold", "benchmarks.time_to_threshold",
-        "CartPole-v1 to a mean return of 450 and 475 (20 episodes): wall time and env steps, median over seeds, "
-        "per algorithm; Stable-Baselines3 (the benchmarks' peers extra) and RLlib in the same invocation when "
-        "installed",
-        ci_args=("--quick",),
-        tolerances={"fraction_reached/*": 0.35},
-        headline=("time_s/*", "env_steps/*", "fraction_reached/*", "ratio/*"),
-        title="CartPole-v1 to a mean return of 450 and 475",
-        table=(("wall time (s)", "time_s/{algo}/{return}"), ("env steps", "env_steps/{algo}/{return}"),
-               ("fraction of seeds that reached it", "fraction_reached/{algo}/{return}")),
-        timeout_s=1800),
-    Benchmark(
         "peers", "benchmarks.peers",
-        "rlrun beside Stable-Baselines3, CleanRL (its scripts unchanged), RLlib and Sample Factory, each in its own "
-        "venv, in one invocation: CartPole PPO and DQN wall time to a mean return of 450, start-up to the first "
-        "episode, peak memory of the process tree; Pong acting and training frames/s at equal settings; MuJoCo PPO "
-        "wall time for 1M env steps with the return beside it (when named); ratios",
+        "rlrun beside Stable-Baselines3, CleanRL (its scripts unchanged), TorchRL and Sample Factory, each in its "
+        "own venv, in one invocation: Pong acting and training frames/s at equal settings, start-up, peak memory of "
+        "the process tree; MuJoCo PPO wall time for 1M env steps with the return beside it (when named); ratios",
         ci_args=("--quick",),
-        compared=("ratio/*/time_to_450/*", "*/fraction_reached", "ratio/pong_*/frames_per_s/*",
-                  "*/fraction_ran"),
-        tolerances={"ratio/*": 0.35, "*/fraction_reached": 0.35, "*/fraction_ran": 0.35},
-        goals={"ratio/cartpole_ppo/time_to_450/sb3_over_rlrun": 2.0},
-        headline=("ratio/*", "*/time_to_450_s", "*/first_episode_s", "*/peak_rss_mib", "*/frames_per_s",
-                  "*/startup_s", "*/wall_s", "*/final_return"),
+        compared=("ratio/pong_*/frames_per_s/*", "*/fraction_ran"),
+        tolerances={"ratio/*": 0.35, "*/fraction_ran": 0.35},
+        headline=("ratio/*", "*/first_episode_s", "*/peak_rss_mib", "*/frames_per_s", "*/startup_s", "*/wall_s",
+                  "*/final_return"),
         title="rlrun beside its peers, seed 0",
-        table=(("time to 450 (s)", "{task}/{contender}/time_to_450_s"),
-               ("its time / rlrun's", "ratio/{task}/time_to_450/{contender}_over_rlrun"),
-               ("frames/s", "{task}/{contender}/frames_per_s"),
+        retired=("*cartpole_*",),
+        table=(("frames/s", "{task}/{contender}/frames_per_s"),
                ("rlrun's frames/s / its", "ratio/{task}/frames_per_s/rlrun_over_{contender}"),
                ("start-up (s)", "{task}/{contender}/first_episode_s"), ("start-up (s)", "{task}/{contender}/startup_s"),
                ("peak RSS (MiB)", "{task}/{contender}/peak_rss_mib")),
         timeout_s=5400),
     Benchmark(
         "training_parts", "benchmarks.training_parts",
-        "rlrun's PPO training step (the peers' pong_training settings; --env cartpole: cartpole_ppo's) split into "
-        "acting and the update, beside the same parts by hand (the matched bare update, the raw env copies, the bare "
-        "forward, a hand-written acting loop): the ceiling they set, rlrun's fraction of it, and on Pong all against "
+        "rlrun's PPO training step (the peers' pong_training settings) split into acting and the update, beside the "
+        "same parts by hand (the matched bare update, the raw env copies, the bare forward, a hand-written acting "
+        "loop): the ceiling they set, rlrun's fraction of it, and all against "
         "Sample Factory's frames per CPU-second from the newest peers record (not in CI: a minute of CNN updates)",
         goals={"ratio/rlrun_over_sample_factory": 2.0},  # issue 19: 2x Sample Factory per core, equal settings
         headline=("*/frames_per_s", "fraction_of_*", "ratio/*", "share/update")),

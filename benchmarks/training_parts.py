@@ -1,11 +1,9 @@
 """What bounds rlrun's PPO training speed: its training step split into acting and the update, beside the same
 parts done by hand, in one process, interleaved round by round.
 
-``--env pong`` (default): the peers benchmark's ``pong_training`` task (benchmarks/peers/contenders/rlrun_pong.py:
-``rlrun algo=ppo env=pong``, the DeepMind protocol, 8 env copies in one local worker, rollouts of 128, the
-Nature-CNN actor-critic with its shared torso, 4 epochs of 4 minibatches of 256). ``--env cartpole``: the peers
-benchmark's ``cartpole_ppo`` settings (``rlrun algo=ppo env=cartpole``: its preset, 8 copies, rollouts of 32, an
-MLP [64, 64] tanh actor and critic, 10 epochs of one minibatch of 256). Per round:
+The task is the peers benchmark's ``pong_training`` (benchmarks/peers/contenders/rlrun_pong.py: ``rlrun algo=ppo
+env=pong``, the DeepMind protocol, 8 env copies in one local worker, rollouts of 128, the Nature-CNN actor-critic
+with its shared torso, 4 epochs of 4 minibatches of 256). Per round:
 
 (a) **rlrun's training step** (``plan.training_step()``: a rollout of T x 8 agent steps, the PPO update on it, the
     weights to the worker), with the update timed apart (``agent.update``); acting is the rest;
@@ -24,15 +22,14 @@ update, each timed apart (``ceiling/frames_per_s``); rlrun's step against it is 
 they run with warm caches; a loop that alternates them pays more (each evicts the other's data: on Pong the Nature
 CNN's 6.4 MB of weights and 8 emulators), so (b) + (e), ``hand_written/frames_per_s``, is what plain code reaches,
 and rlrun's step against it is ``fraction_of_hand_written``. The process runs on one core (one torch thread, the env
-copies in it), so frames/s is also frames per CPU-second. Each timed block is one call on Pong and the mean of 20 on
-CartPole (a training step there takes ~15 ms); medians over rounds. On Pong, given a peers record with Sample Factory's
-``pong_training`` frames per CPU-second (``--peers-record``; default: the newest one in benchmarks/results), the
-three are set against it: ``ratio/ceiling_over_sample_factory`` says how far "2x Sample Factory per core at equal
-settings" (issue #19) is within reach of any runner built on the same env and torch kernels. That ratio compares
-two runs (the peers record's and this one), so both records name their machine.
+copies in it), so frames/s is also frames per CPU-second. Each timed block is one call; medians over rounds. Given
+a peers record with Sample Factory's ``pong_training`` frames per CPU-second (``--peers-record``; default: the
+newest one in benchmarks/results), the three are set against it: ``ratio/ceiling_over_sample_factory`` says how
+far "2x Sample Factory per core at equal settings" (issue #19) is within reach of any runner built on the same env
+and torch kernels. That ratio compares two runs (the peers record's and this one), so both records name their
+machine.
 
-    python -m benchmarks.training_parts [--env pong|cartpole] [--quick] [--rounds N] [--peers-record PATH]
-                                        [--rollout-steps T]
+    python -m benchmarks.training_parts [--quick] [--rounds N] [--peers-record PATH] [--rollout-steps T]
 """
 
 from __future__ import annotations
@@ -49,22 +46,15 @@ import torch
 from benchmarks.common import load_average, publish, results_dir
 from benchmarks.records import flatten_figures, read_records
 
-ENVS = ("pong", "cartpole")
 PONG_ROLLOUT_STEPS = 128  # the peers task's; a test runs the same path with fewer (--rollout-steps)
 
 
-def overrides(env: str = "pong", rollout_steps: int | None = None) -> list[str]:
-    """The run's overrides. pong: benchmarks/peers/contenders/rlrun_pong.py's, training mode (the preset's 4
-    minibatches of 256 at 128 steps; fewer steps give minibatches of a quarter of the rollout, as many as the
-    preset's); cartpole: ``rlrun algo=ppo env=cartpole``'s (its preset), as the peers' cartpole_ppo task runs it."""
-    if env == "pong":
-        t = rollout_steps or PONG_ROLLOUT_STEPS
-        return ["algo=ppo", "env=pong", "seed=0", "executor=local", "executor.num_envs=8", f"algo.rollout_steps={t}",
-                f"algo.minibatch_size={2 * t}", "device.precision=fp32", "logger=none"]
-    if env == "cartpole":
-        extra = [f"algo.rollout_steps={rollout_steps}"] if rollout_steps else []
-        return ["algo=ppo", "env=cartpole", "seed=0", "executor=local", *extra, "logger=none"]
-    raise ValueError(f"env must be one of {', '.join(ENVS)}, got {env!r}")
+def overrides(rollout_steps: int | None = None) -> list[str]:
+    """The run's overrides: benchmarks/peers/contenders/rlrun_pong.py's, training mode (the preset's 4 minibatches of
+    256 at 128 steps; fewer steps give minibatches of a quarter of the rollout, as many as the preset's)."""
+    t = rollout_steps or PONG_ROLLOUT_STEPS
+    return ["algo=ppo", "env=pong", "seed=0", "executor=local", "executor.num_envs=8", f"algo.rollout_steps={t}",
+            f"algo.minibatch_size={2 * t}", "device.precision=fp32", "logger=none"]
 
 
 SF_KEY = "pong_training/sample_factory/frames_per_cpu_s"
@@ -92,7 +82,7 @@ def sample_factory_per_cpu_s(path: Path | None) -> tuple[float, str] | None:
 class Parts:
     """rlrun's plan for the task and the hand-written parts beside it, each timed per call."""
 
-    def __init__(self, env: str = "pong", rollout_steps: int | None = None) -> None:
+    def __init__(self, rollout_steps: int | None = None) -> None:
         from omegaconf import OmegaConf
 
         from benchmarks.learner_throughput import bare_actor_critic, ppo_pair
@@ -100,7 +90,7 @@ class Parts:
         from rlrun import spaces as sp
 
         # build_plan applies the device strategy: one torch thread, reused CPU memory
-        self.plan, self.env_factory, cfg = build_plan(overrides(env, rollout_steps), "ppo", 0)
+        self.plan, self.env_factory, cfg = build_plan(overrides(rollout_steps), "ppo", 0)
         agent, spec = self.plan.agent, self.env_factory.spec
         algo = OmegaConf.to_object(cfg.algo)
         self.T, self.B = int(algo.rollout_steps), int(cfg.executor.num_envs)
@@ -129,20 +119,19 @@ class Parts:
         self.forward()
         self.hand_written()
 
-    def step(self, repeats: int = 1) -> tuple[float, float]:
-        """(training step s, of which update s), each the mean over ``repeats`` steps."""
+    def step(self) -> tuple[float, float]:
+        """(training step s, of which update s)."""
         self.update_s = 0.0
         start = time.perf_counter()
-        for _ in range(repeats):
-            self.plan.training_step()
-        return (time.perf_counter() - start) / repeats, self.update_s / repeats
+        self.plan.training_step()
+        return time.perf_counter() - start, self.update_s
 
-    def timed(self, fn: Any, repeats: int = 1) -> float:
-        """Seconds per call of ``fn``, the mean over ``repeats`` calls."""
+    @staticmethod
+    def timed(fn: Any) -> float:
+        """Seconds of one call of ``fn``."""
         start = time.perf_counter()
-        for _ in range(repeats):
-            fn()
-        return (time.perf_counter() - start) / repeats
+        fn()
+        return time.perf_counter() - start
 
     def raw_env(self) -> None:
         for a in self.actions:
@@ -172,12 +161,8 @@ class Parts:
         self.plan.stop()
 
 
-REPEATS = {"pong": 1, "cartpole": 20}  # calls per timed block: a CartPole training step takes ~15 ms
-
-
-def measure(rounds: int, env: str = "pong", rollout_steps: int | None = None) -> dict[str, Any]:
-    parts = Parts(env, rollout_steps)
-    reps = REPEATS[env]
+def measure(rounds: int, rollout_steps: int | None = None) -> dict[str, Any]:
+    parts = Parts(rollout_steps)
     rows: dict[str, list[float]] = {k: [] for k in ("step", "update", "acting", "bare_update", "raw_env",
                                                     "bare_forward", "hand_written_acting")}
     try:
@@ -185,24 +170,23 @@ def measure(rounds: int, env: str = "pong", rollout_steps: int | None = None) ->
             order = ["rlrun", "bare_update", "raw_env", "bare_forward", "hand_written_acting"]
             for name in order[r % len(order):] + order[:r % len(order)]:  # rotated so drift hits all alike
                 if name == "rlrun":
-                    step, update = parts.step(reps)
+                    step, update = parts.step()
                     rows["step"].append(step)
                     rows["update"].append(update)
                     rows["acting"].append(step - update)
                 elif name == "bare_update":
-                    rows["bare_update"].append(parts.timed(parts.bare_update, reps))
+                    rows["bare_update"].append(parts.timed(parts.bare_update))
                 elif name == "raw_env":
-                    rows["raw_env"].append(parts.timed(parts.raw_env, reps))
+                    rows["raw_env"].append(parts.timed(parts.raw_env))
                 elif name == "hand_written_acting":
-                    rows["hand_written_acting"].append(parts.timed(parts.hand_written, reps))
+                    rows["hand_written_acting"].append(parts.timed(parts.hand_written))
                 else:
-                    rows["bare_forward"].append(parts.timed(parts.forward, reps))
+                    rows["bare_forward"].append(parts.timed(parts.forward))
     finally:
         parts.close()
     med = {k: statistics.median(v) for k, v in rows.items()}
     ceiling_s = med["bare_update"] + med["raw_env"] + med["bare_forward"]
-    figures: dict[str, Any] = {"env": env, "frames_per_step": parts.frames, "rollout_steps": parts.T,
-                               "rounds": rounds, "repeats_per_block": reps}
+    figures: dict[str, Any] = {"frames_per_step": parts.frames, "rollout_steps": parts.T, "rounds": rounds}
     for k, v in med.items():
         key = {"step": "rlrun/step_s", "update": "rlrun/update_s", "acting": "rlrun/acting_s"}.get(k, f"parts/{k}_s")
         figures[key] = round(v, 4)
@@ -224,13 +208,11 @@ def measure(rounds: int, env: str = "pong", rollout_steps: int | None = None) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", choices=ENVS, default="pong", help="pong (the peers' pong_training task) or cartpole "
-                                                                    "(the peers' cartpole_ppo settings)")
     parser.add_argument("--quick", action="store_true", help="2 rounds (CI / tests)")
     parser.add_argument("--rounds", type=int, help="rounds of (a)-(e) (default 8; --quick 2)")
     parser.add_argument("--rollout-steps", type=int,
-                        help=f"agent steps per copy per training step (default: the task's, {PONG_ROLLOUT_STEPS} on "
-                             f"Pong, the preset's 32 on CartPole; the Sample Factory ratios only at Pong's default)")
+                        help=f"agent steps per copy per training step (default: the task's, {PONG_ROLLOUT_STEPS}; "
+                             f"the Sample Factory ratios only at that default)")
     parser.add_argument("--peers-record", type=Path, help="a peers record with Sample Factory's Pong training "
                                                           "frames per CPU-second (default: the newest one)")
     args = parser.parse_args()
@@ -242,8 +224,8 @@ def main() -> None:
     if args.peers_record is not None and not args.peers_record.is_file():
         parser.error(f"--peers-record {args.peers_record}: no such file")
     before = load_average()
-    figures = measure(rounds, args.env, args.rollout_steps)
-    at_task = args.env == "pong" and args.rollout_steps in (None, PONG_ROLLOUT_STEPS)
+    figures = measure(rounds, args.rollout_steps)
+    at_task = args.rollout_steps in (None, PONG_ROLLOUT_STEPS)
     sf = sample_factory_per_cpu_s(args.peers_record) if at_task else None
     if sf is not None:
         value, source = sf
@@ -253,8 +235,8 @@ def main() -> None:
         figures["ratio/rlrun_over_sample_factory"] = round(figures["rlrun/frames_per_s"] / value, 4)
         figures["ratio/hand_written_over_sample_factory"] = round(figures["hand_written/frames_per_s"] / value, 4)
     figures["load_average/before"] = before  # the record's own load_average is the one at its end
-    command = "python -m benchmarks.training_parts" + (f" --env {args.env}" if args.env != "pong" else "") + (
-        " --quick" if args.quick else "") + (f" --rounds {args.rounds}" if args.rounds else "") + (
+    command = "python -m benchmarks.training_parts" + (" --quick" if args.quick else "") + (
+        f" --rounds {args.rounds}" if args.rounds else "") + (
         f" --rollout-steps {args.rollout_steps}" if args.rollout_steps else "")
     publish("training_parts", figures, command)
 

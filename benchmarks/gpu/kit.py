@@ -75,8 +75,9 @@ def stage_command(stage: str, out: Path, work: Path, budget_s: float, dry_run: b
         return [py, "-m", "pytest", "-m", "cuda", str(ROOT / "tests" / "devices" / "test_cuda.py"), "-q", "-rA",
                 "-p", "no:cacheprovider", f"--rootdir={ROOT}", f"--junitxml={out / 'cuda_tests.xml'}"]
     if stage == "learner":
-        sizes = (["--rounds", "1", "--min-time", "0.02", "--cases", "cartpole_mlp,ppo_cartpole_mlp,sac_pendulum_mlp",
-                  "--compiled", "cartpole_mlp"] if dry_run else ["--quick", "--compiled", "atari_nature_cnn"])
+        sizes = (["--rounds", "1", "--min-time", "0.02", "--cases",
+                  "cartpole_mlp,ppo_atari_nature_cnn,sac_pendulum_mlp", "--compiled", "cartpole_mlp"] if dry_run
+                 else ["--quick", "--compiled", "atari_nature_cnn"])
         return [py, "-m", "benchmarks.learner_throughput", "--device", device, *sizes]
     if stage == "actors":
         seconds = 3 if dry_run else max(10, int(budget_s / 2) - 10)  # two runs: idle and thread

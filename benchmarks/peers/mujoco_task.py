@@ -26,9 +26,8 @@ to ±10, 64x64 tanh actor and critic, a state-independent log std from 0; one to
   critic coefficient of 0.25, no value-loss clipping, no reward normalisation, no gradient clipping and a
   tanh-squashed Gaussian: its example's choices, kept (the task runs each peer's own code; the return column shows
   what they bought).
-- RLlib and Sample Factory are not contenders of this task: Sample Factory trains APPO (asynchronous, another
-  algorithm than PPO with one env copy); RLlib is not wired for it (its PPO would have to be given these settings
-  through its config, and its minibatching and normalisation connectors checked against CleanRL's first).
+- Sample Factory is not a contender of this task: it trains APPO (asynchronous, another algorithm than PPO with one
+  env copy).
 
 Differences of design that remain, each the contender's own: rlrun and SB3 bootstrap time-limit truncations from the
 value, CleanRL treats them as terminations (benchmarks/results/reproduce/mujoco.md has rlrun both ways: 1,700.9 ±

@@ -179,8 +179,7 @@ def summarize(runs: list[ActingRun]) -> dict[str, Any]:
 def ratios(task: str, table: dict[str, dict[str, Any]]) -> dict[str, float]:
     """``ratio/<task>/<speed>/rlrun_over_<peer>`` (> 1: rlrun is faster) for both speeds, ``frames_per_s`` (wall
     time, the machine's cores shared as each contender uses them) and ``frames_per_cpu_s`` (per core busy), and the
-    start-up and memory ratios peer / rlrun (> 1: rlrun starts sooner, holds less), as the CartPole tasks' ratios
-    read."""
+    start-up and memory ratios peer / rlrun (> 1: rlrun starts sooner, holds less)."""
     out = peer_over_rlrun(task, table, {"startup": "startup_s", "peak_rss": "peak_rss_mib"})
     for speed in SPEEDS:
         for mine in ("rlrun", *VARIANTS):  # rlrun and each of its variants over every peer (not over each other)

@@ -1,7 +1,7 @@
 """One virtual environment per peer, made once and cached: each peer runs its own pinned versions beside rlrun's
-without sharing a package with it (RLlib pins an older gymnasium, CleanRL's scripts were written for gymnasium
-0.29). torch is installed first and exactly as rlrun's (``torch==2.13.0``, the CPU wheel), so no peer pulls CUDA
-packages and every contender runs the same kernels.
+without sharing a package with it (CleanRL's scripts were written for gymnasium 0.29, Sample Factory pins it).
+torch is installed first and exactly as rlrun's (``torch==2.13.0``, the CPU wheel), so no peer pulls CUDA packages
+and every contender runs the same kernels.
 
 A venv lives in ``$RLRUN_PEERS_DIR`` (default ``~/.cache/rlrun/peers``) under ``<peer>-<hash of its spec>``; a
 ``ready.json`` there (written last, with ``pip freeze``) marks it complete, so an interrupted install is redone
@@ -41,32 +41,25 @@ class Peer:
 CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"  # vwxyzjn/cleanrl master, 2026-04-20
 
 PEERS: dict[str, Peer] = {p.name: p for p in (
-    # rl-baselines3-zoo's CartPole settings are given by the runner (tasks/sb3_runner.py) from the zoo's files.
     # ale-py and OpenCV for the Pong tasks (SB3's AtariWrapper resizes with cv2): the same emulator as rlrun's;
     # gymnasium's mujoco extra for the mujoco_ppo task (HalfCheetah-v5 under SB3's gymnasium 1.x; gymnasium.envs.mujoco
     # imports imageio and packaging too), with the same engine version as rlrun's.
     Peer("sb3", ("stable-baselines3==2.9.2", "ale-py==0.12.1", "opencv-python-headless==5.0.0.93", "gymnasium[mujoco]",
                  "mujoco==4.0.0"),
          "stable-baselines3"),
-    # CleanRL's pyproject pins gymnasium 0.29.1 (numpy 1); dqn.py imports its replay buffer from cleanrl_utils. Its
-    # mujoco extra (mujoco<=2.3.3, imageio>=2.14.1,<3; gymnasium 0.29.1 wants mujoco>=2.3.3) for the mujoco_ppo task:
-    # ppo_continuous_action.py on HalfCheetah-v4 (gymnasium 0.29 has no v5 tasks).
+    # CleanRL's pyproject pins gymnasium 0.29.1 (numpy 1). Its mujoco extra (mujoco<=2.3.3, imageio>=2.14.1,<3;
+    # gymnasium 0.29.1 wants mujoco>=2.3.3) for the mujoco_ppo task: ppo_continuous_action.py on HalfCheetah-v4
+    # (gymnasium 0.29 has no v5 tasks).
     Peer("cleanrl", ("gymnasium==0.29.1", "numpy<2", "tyro>=0.5.10", "tensorboard>=2.10", "mujoco==2.3.3",
                      "imageio>=2.14.1,<3"),
          "gymnasium",
-         scripts={"cleanrl/ppo.py": "d8dfbb7ac0b21e747b77d6e6673e566db4d6cdacc83bcebcd19cf87ad0e459ae",
-                  "cleanrl/dqn.py": "a0effc7d087264da1644c3c79eb99cc3ab02b214a758ebf6e9c1443b21ad57d3",
-                  "cleanrl/ppo_continuous_action.py":
-                      "326dd8678bf9cc51abec833eb551ef2409a3804d604b689e1f0a084eca41f655",
-                  "cleanrl_utils/__init__.py": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-                  "cleanrl_utils/buffers.py": "b43d54020783ac53f7d23fe7c0ed72aff20e1f377a633d134d66eb9bdbece4b8"},
+         scripts={"cleanrl/ppo_continuous_action.py":
+                      "326dd8678bf9cc51abec833eb551ef2409a3804d604b689e1f0a084eca41f655"},
          script_url=f"https://raw.githubusercontent.com/vwxyzjn/cleanrl/{CLEANRL_COMMIT}/{{name}}"),
-    # RLlib's new API stack (the default in Ray 2.60); its own gymnasium pin.
-    Peer("rllib", ("ray[rllib]==2.60.0",), "ray"),
     # TorchRL 0.14.1 (its newest release) with rlrun's gymnasium; its wheel's C++ extension (torchrl._torchrl:
     # prioritized-replay segment trees and a few ops) was built against another torch and does not load under
-    # torch 2.13.0 ("undefined symbol: _ZN5torch8autograd13_wrap_outputs..."); torchrl loads it lazily, and its DQN
-    # CartPole example (uniform replay) never calls it, nor its MuJoCo PPO example (GAE's vectorised torch path).
+    # torch 2.13.0 ("undefined symbol: _ZN5torch8autograd13_wrap_outputs..."); torchrl loads it lazily, and its MuJoCo
+    # PPO example (GAE's vectorised torch path) never calls it.
     # gymnasium's mujoco extra and rlrun's engine version for the mujoco_ppo task (HalfCheetah-v5).
     Peer("torchrl", ("torchrl==0.14.1", "gymnasium[mujoco]==1.4.0", "mujoco==4.0.0"), "torchrl"),
     # Sample Factory 2.1.1 (its last release) pins gymnasium<1.0 (0.29.1); under gymnasium 0.29 ale-py 0.12 does not

@@ -48,7 +48,7 @@ def test_the_dry_run_writes_every_result_file(tmp_path: Path) -> None:
 
     learner = json.loads((out / "learner.json").read_text())["figures"]
     assert learner["device"] == "cpu"
-    for case in ("cartpole_mlp", "ppo_cartpole_mlp", "sac_pendulum_mlp", "cartpole_mlp/compiled"):
+    for case in ("cartpole_mlp", "ppo_atari_nature_cnn", "sac_pendulum_mlp", "cartpole_mlp/compiled"):
         assert learner[f"samples_per_s/{case}/rlrun"] > 0 and learner[f"samples_per_s/{case}/bare"] > 0
 
     actors = json.loads((out / "actors.json").read_text())["figures"]

@@ -1,6 +1,6 @@
-"""The peers benchmark (benchmarks/peers): how one contender's run is timed and stopped, how each peer's output is
-read, how seeds are summarized into medians and ratios. Real child processes throughout; the peers' own venvs are
-made only by the benchmark itself (minutes), not here."""
+"""The peers benchmark (benchmarks/peers): how a contender's process is watched and stopped, how each peer's output
+is read, how seeds are summarized into medians and ratios. Real child processes throughout; the peers' own venvs
+are made only by the benchmark itself (minutes), not here."""
 
 from __future__ import annotations
 
@@ -13,18 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.peers.__main__ import (
-    HERE,
-    Run,
-    _rows,
-    cleanrl_lines,
-    json_lines,
-    markdown,
-    measure,
-    ratios,
-    summarize,
-)
-from benchmarks.peers.processes import process_tree
+from benchmarks.peers.__main__ import markdown
+from benchmarks.peers.pong_tasks import HERE
+from benchmarks.peers.processes import process_tree, watch
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, script
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -36,25 +27,26 @@ def child(tmp_path: Path, body: str) -> list[str]:
     return [sys.executable, str(path)]
 
 
-def test_the_threshold_is_timed_when_the_20_episode_mean_reaches_it_and_the_contender_is_stopped(
-        tmp_path: Path) -> None:
+def test_a_watched_contender_is_stopped_with_what_it_started_when_a_line_says_so(tmp_path: Path) -> None:
     command = child(tmp_path, """
         import subprocess
         grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
         print(json.dumps({"pid": grandchild.pid}), flush=True)
-        print(json.dumps({"episodes": [100.0] * 10, "env_steps": 100}), flush=True)
-        time.sleep(0.3)
-        print(json.dumps({"episodes": [500.0] * 15, "env_steps": 200}), flush=True)  # last 20: mean 400
-        time.sleep(0.3)
-        print(json.dumps({"episodes": [500.0] * 5, "env_steps": 300}), flush=True)   # last 20: mean 500
+        time.sleep(0.5)
+        print("stop here", flush=True)
         time.sleep(120)
     """)
-    run = measure(command, json_lines, budget_s=60, cwd=tmp_path, env=ENV)
-    assert run.env_steps == 300 and run.error is None
-    assert 0.5 < run.reached_s < 10 and run.first_episode_s < run.reached_s
-    assert run.wall_s < 30  # stopped at the threshold, not after its sleep
-    assert run.returns == [100.0] * 10 + [500.0] * 20
-    assert run.peak_rss_mib > 5  # two Python processes were alive
+    seen: list[tuple[float, str]] = []
+
+    def on_line(at: float, line: str) -> bool:
+        seen.append((at, line))
+        return line.startswith("stop")
+
+    watched = watch(command, on_line, budget_s=60, cwd=tmp_path, env=ENV)
+    assert [line.strip() for _, line in seen][1:] == ["stop here"] and 0.4 < seen[1][0] < 10
+    assert watched.wall_s < 30 and not watched.budget_reached  # stopped at the line, not after its sleep
+    assert watched.peak_rss_mib > 5  # two Python processes were alive
+    assert len(watched.line_cpu_s) == 2
     # The contender and what it started are gone.
     import time
 
@@ -63,120 +55,16 @@ def test_the_threshold_is_timed_when_the_20_episode_mean_reaches_it_and_the_cont
     assert str(os.getpid()) not in leftovers and not leftovers.strip(), leftovers
 
 
-def test_a_smoothed_mean_counts_as_reported() -> None:
-    assert json_lines('{"mean": 460.5, "env_steps": 4000}\n') == ([], 460.5, 4000)
-    assert json_lines("(SingleAgentEnvRunner pid=1) a log line\n") is None
+def test_the_tables_say_which_peers_are_not_contenders_and_which_did_not_run() -> None:
+    from benchmarks.peers.__main__ import CONTENDERS, QUICK_TASKS, TASKS, task_contenders
 
-
-@pytest.mark.parametrize("body, wanted", [
-    ('print(json.dumps({"episodes": [20.0] * 30, "env_steps": 600}))\n', "exit 0 before reaching 450 (its budget"),
-    ('print("partial", file=sys.stderr); raise SystemExit("no module named x")\n', "exit 1 before reaching 450: "),
-])
-def test_a_contender_that_ends_below_the_threshold_says_why(tmp_path: Path, body: str, wanted: str) -> None:
-    run = measure(child(tmp_path, body), json_lines, budget_s=60, cwd=tmp_path, env=ENV)
-    assert run.reached_s is None and run.error.startswith(wanted), run.error
-    if "exit 1" in wanted:
-        assert "no module named x" in run.error
-
-
-def test_the_wall_time_budget_stops_a_contender(tmp_path: Path) -> None:
-    run = measure(child(tmp_path, "time.sleep(60)\n"), json_lines, budget_s=1.0, cwd=tmp_path, env=ENV)
-    assert run.reached_s is None and run.error == "budget of 1 s reached" and run.wall_s < 15
-
-
-def test_cleanrl_episode_lines_are_read_as_its_scripts_print_them() -> None:
-    # cleanrl/ppo.py and dqn.py: print(f"global_step={global_step}, episodic_return={info['episode']['r']}")
-    assert cleanrl_lines("global_step=1536, episodic_return=[57.]\n") == ([57.0], None, 1536)
-    assert cleanrl_lines("global_step=12, episodic_return=21.0\n") == ([21.0], None, 12)
-    assert cleanrl_lines("SPS: 1234\n") is None
-
-
-def test_medians_need_half_the_seeds_and_ratios_are_peer_over_rlrun() -> None:
-    def ran(t: float | None, steps: int | None = None, rss: float = 300.0) -> Run:
-        return Run(reached_s=t, env_steps=steps, first_episode_s=2.0, peak_rss_mib=rss)
-
-    few = summarize([ran(10.0, 1000), ran(None), ran(None)])
-    assert few["time_to_450_s"] is None and few["fraction_reached"] == pytest.approx(1 / 3)
-    ours = summarize([ran(10.0, 1000), ran(14.0, 1400), ran(None)])
-    assert ours["time_to_450_s"] == 12.0 and ours["env_steps_at_450"] == 1200
-    theirs = summarize([ran(30.0, 3000, 600.0), ran(20.0, 2000, 600.0), ran(25.0, 2500, 600.0)])
-    got = ratios("cartpole_ppo", {"rlrun": ours, "sb3": theirs})
-    assert got["ratio/cartpole_ppo/time_to_450/sb3_over_rlrun"] == pytest.approx(25.0 / 12.0, abs=1e-3)
-    assert got["ratio/cartpole_ppo/peak_rss/sb3_over_rlrun"] == 2.0
-    assert got["ratio/cartpole_ppo/first_episode/sb3_over_rlrun"] == 1.0
-
-
-def test_the_table_is_read_from_the_flat_figures() -> None:
-    figures = {"cartpole_ppo/rlrun/time_to_450_s": 12.0, "cartpole_ppo/rlrun/version": "0.1.0",
-               "cartpole_ppo/rlrun/fraction_reached": 1.0, "cartpole_ppo/rlrun/env_steps_at_450": 1200,
-               "cartpole_ppo/rlrun/first_episode_s": 2.0, "cartpole_ppo/rlrun/peak_rss_mib": 300.0,
-               "cartpole_ppo/rlrun/per_seed/errors": [None],
-               "cartpole_ppo/sb3/time_to_450_s": 24.0, "cartpole_ppo/sb3/version": "2.9.2",
-               "cartpole_ppo/sb3/fraction_reached": 1.0, "cartpole_ppo/sb3/env_steps_at_450": 2000,
-               "cartpole_ppo/sb3/first_episode_s": 2.5, "cartpole_ppo/sb3/peak_rss_mib": 320.0,
-               "ratio/cartpole_ppo/time_to_450/sb3_over_rlrun": 2.0}
-    assert set(_rows(figures, "cartpole_ppo")) == {"rlrun", "sb3"}
-    table = markdown(figures, ["cartpole_ppo"], {"rllib": "pip install ray[rllib]==2.60.0 failed: ..."})
-    assert "| cartpole_ppo | sb3 | 2.9.2 | 24.0 | 1.00 | 2000 | 2.50 | 320 | 2.00 |" in table
-    assert "- **rllib** did not run: pip install" in table
-
-
-def test_torchrl_runs_the_dqn_task_only_and_the_ppo_table_says_why() -> None:
-    from benchmarks.peers.__main__ import task_contenders
-
-    assert "torchrl" in task_contenders("cartpole_dqn") and "torchrl" not in task_contenders("cartpole_ppo")
-    assert set(task_contenders("cartpole_ppo")) == {"rlrun", "sb3", "cleanrl", "rllib", "rlrun_zoo"}
-    figures = {"cartpole_ppo/rlrun/time_to_450_s": 12.0, "cartpole_ppo/rlrun/version": "0.1.0",
-               "cartpole_ppo/rlrun/fraction_reached": 1.0, "cartpole_ppo/rlrun/env_steps_at_450": 1200,
-               "cartpole_ppo/rlrun/first_episode_s": 2.0, "cartpole_ppo/rlrun/peak_rss_mib": 300.0}
-    assert ("cartpole_ppo: torchrl is not a contender of this task (no published PPO CartPole example of theirs)"
-            in markdown(figures, ["cartpole_ppo"], {}))
-    assert "not a contender" not in markdown(figures, ["cartpole_dqn"], {})
-
-
-def test_the_torchrl_contender_reports_its_episodes_where_its_venv_is_made(tmp_path: Path) -> None:
-    """TorchRL's DQN CartPole example, run to its first batch of episodes in its own venv (10k random frames
-    first: 1,000-frame batches, each printed with the episodes it finished)."""
-    from benchmarks.peers.__main__ import contender
-    from benchmarks.peers.venvs import venv_dir
-
-    if not (venv_dir(PEERS["torchrl"]) / "ready.json").exists():
-        pytest.skip("the torchrl venv is not made here (python -m benchmarks.peers.venvs torchrl makes it)")
-    c = contender("torchrl")
-    run = measure(c.command("dqn", 3), c.parse, 120, tmp_path, {**ENV, "OMP_NUM_THREADS": "1"},
-                  until_first_episode=True)
-    assert run.error == "warm-up" and run.first_episode_s is not None
-    assert run.returns and all(1.0 <= r <= 500.0 for r in run.returns)
-
-
-def test_the_rlrun_contender_reports_its_episodes(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, str(HERE / "contenders" / "rlrun_cartpole.py"), "--algo", "ppo",
-                          "--seed", "1", "--budget-env-steps", "512"], cwd=tmp_path, env=ENV, capture_output=True,
-                         text=True, timeout=300, check=True).stdout
-    parsed = [json_lines(line) for line in out.splitlines()]
-    assert parsed and all(p is not None for p in parsed)
-    assert parsed[-1][2] == 512 and all(1.0 <= r <= 500.0 for p in parsed for r in p[0])
-
-
-def test_rlrun_zoo_runs_the_settings_stable_baselines3_runs() -> None:
-    """The rlrun_zoo contender (rlrun without its CartPole preset) and the SB3 contender: the same PPO settings."""
-    from benchmarks.peers.__main__ import contender
-    from benchmarks.peers.contenders.rlrun_cartpole import overrides
-    from benchmarks.peers.contenders.sb3_cartpole import SETTINGS
-    from rlrun.config import compose
-
-    assert "--no-preset" in contender("rlrun_zoo").command("ppo", 0)
-    assert "--no-preset" not in contender("rlrun").command("ppo", 0)
-    zoo, tuned = compose(overrides("ppo", 0, no_preset=True)), compose(overrides("ppo", 0))
-    sb3 = SETTINGS["ppo"]
-    assert [zoo.executor.num_envs, zoo.stop.env_steps, zoo.algo.rollout_steps, zoo.algo.minibatch_size,
-            zoo.algo.gae_lambda, zoo.algo.gamma, zoo.algo.num_epochs, zoo.algo.ent_coef, zoo.algo.lr,
-            zoo.algo.anneal_lr, zoo.algo.clip_eps, zoo.algo.anneal_clip] == [
-        sb3["n_envs"], sb3["n_timesteps"], sb3["n_steps"], sb3["batch_size"], sb3["gae_lambda"], sb3["gamma"],
-        sb3["n_epochs"], sb3["ent_coef"], sb3["learning_rate"][1], True, sb3["clip_range"][1], True]
-    assert [tuned.algo.num_epochs, tuned.algo.lr, tuned.executor.num_envs, tuned.env.vectorization] == [
-        8, 3e-3, 8, "auto"]  # rlrun's preset
-    assert zoo.env.vectorization == "copies"  # as SB3's DummyVecEnv: one env object per copy
+    assert set(TASKS) == {"pong_acting", "pong_training", "mujoco_ppo"} and QUICK_TASKS == ("pong_acting",)
+    assert all(n in CONTENDERS for t in TASKS for n in task_contenders(t) if n != "rlrun_bf16")
+    table = markdown({"mujoco_ppo/rlrun/wall_s": 400.0, "mujoco_ppo/rlrun/version": "0.1.0"}, ["mujoco_ppo"],
+                     {"torchrl": "pip install torchrl==0.14.1 failed: ..."})
+    assert "mujoco_ppo: sample_factory is not a contender of this task" in table
+    assert "- **torchrl** did not run: pip install" in table
+    assert "pong_acting: cleanrl, torchrl, sample_factory are not contenders" in markdown({}, ["pong_acting"], {})
 
 
 def test_a_published_script_that_differs_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,11 +72,11 @@ def test_a_published_script_that_differs_is_refused(tmp_path: Path, monkeypatch:
     peer = PEERS["cleanrl"]
     from benchmarks.peers.venvs import scripts_dir
 
-    path = scripts_dir(peer) / "cleanrl" / "ppo.py"
+    path = scripts_dir(peer) / "cleanrl" / "ppo_continuous_action.py"
     path.parent.mkdir(parents=True)
     path.write_text("print('not cleanrl')\n")
     with pytest.raises(PeerUnavailable, match="is not the published file"):
-        script(peer, "cleanrl/ppo.py")
+        script(peer, "cleanrl/ppo_continuous_action.py")
 
 
 def test_process_tree_finds_descendants(tmp_path: Path) -> None:
@@ -214,20 +102,9 @@ def test_the_ci_runs_the_quick_form() -> None:
     assert peers.ci_args == ("--quick",)
     from benchmarks.peers.__main__ import QUICK_TASKS
 
-    assert QUICK_TASKS == ("cartpole_ppo", "pong_acting")  # issue 19: CartPole and Pong acting in CI
-    assert peers.is_compared("ratio/pong_acting/frames_per_s/rlrun_over_sb3")
-    assert peers.goal("ratio/cartpole_ppo/time_to_450/sb3_over_rlrun") == 2.0
-    assert json.dumps(peers.is_compared("ratio/cartpole_ppo/time_to_450/sb3_over_rlrun")) == "true"
-    assert not peers.is_compared("cartpole_ppo/rlrun/time_to_450_s")  # absolute times are never compared
-
-
-def test_a_warm_up_stops_at_the_first_episode(tmp_path: Path) -> None:
-    command = child(tmp_path, """
-        print(json.dumps({"episodes": [12.0], "env_steps": 12}), flush=True)
-        time.sleep(120)
-    """)
-    run = measure(command, json_lines, budget_s=60, cwd=tmp_path, env=ENV, until_first_episode=True)
-    assert run.error == "warm-up" and run.first_episode_s is not None and run.wall_s < 30
+    assert QUICK_TASKS == ("pong_acting",)
+    assert json.dumps(peers.is_compared("ratio/pong_acting/frames_per_s/rlrun_over_sb3")) == "true"
+    assert not peers.is_compared("pong_acting/rlrun/frames_per_s")  # absolute speeds are never compared
 
 
 def test_the_table_and_charts_stay_in_the_results_folder_under_the_suite_runner(

@@ -22,17 +22,19 @@ from benchmarks.suite import Benchmark
 
 README = f"# Project\n\nIntro.\n\n## Performance\n\nHow to run.\n\n{START}\nold table\n{END}\n\n## Next\n\nMore.\n"
 DEMO = Benchmark("demo", "benchmarks.demo", "s", goals={"ratio/*": 0.97},
-                 headline=("frames_per_s/*", "ratio/*"))
+                 headline=("frames_per_s/*", "ratio/*"), retired=("*/old_case",))
 
 def test_readme_is_regenerated_between_the_markers_only(tmp_path: Path) -> None:
     """The block between the markers holds the headline figures of the suite's benchmarks, with their commands and
-    goals, and what was not measured; a benchmark retired from the suite since that run is left out."""
+    goals, and what was not measured; a benchmark retired from the suite since that run is left out, and so is a
+    case a benchmark retired."""
     readme = tmp_path / "README.md"
     readme.write_text(README)
     result = tmp_path / "benchmarks" / "results" / "2026-11-21-abc1234.json"
     result.parent.mkdir(parents=True)
-    rec = record("demo", {"frames_per_s": {"none": 2300.0}, "ratio/frames_per_s/tensorboard_vs_none": 0.99,
-                          "start_ms/none": 1.0}, command="python -m benchmarks.demo --quick")
+    rec = record("demo", {"frames_per_s": {"none": 2300.0, "old_case": 9.0},
+                          "ratio/frames_per_s/tensorboard_vs_none": 0.99, "start_ms/none": 1.0},
+                 command="python -m benchmarks.demo --quick")
     retired = record("retired", {"frames_per_s/x": 1.0}, command="python -m benchmarks.retired")
     later = Benchmark("later", "benchmarks.later", "s")
     result.write_text(json.dumps(suite_data([rec, retired, record("later", {}, status="unavailable")])))
@@ -48,7 +50,7 @@ def test_readme_is_regenerated_between_the_markers_only(tmp_path: Path) -> None:
     assert "Test CPU, 2 cores, GPU: none" in block and "torch 2.13.0+cpu" in block and "commit abc1234" in block
     assert "start_ms" not in block  # headline figures only; the .md file has them all
     assert "`later`: unavailable" in block
-    assert "retired" not in block
+    assert "retired" not in block and "old_case" not in block
     assert not update_readme(readme, result, (DEMO, later), root=tmp_path)  # idempotent
 
 

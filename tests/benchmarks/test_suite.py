@@ -23,11 +23,11 @@ def test_benchmarks_wait_for_what_does_not_exist_yet() -> None:
 
 def test_the_ci_set_and_its_judgement() -> None:
     names = {b.name for b in ci_set()}
-    assert {"learner_throughput", "time_to_threshold", "peers"} == names
+    assert {"learner_throughput", "peers"} == names
     suite = by_name()
     assert suite["learner_throughput"].goal("ratio/samples_per_cpu_s/cartpole_mlp/rlrun_vs_bare") == 0.9
     assert suite["learner_throughput"].tolerance("ratio/samples_per_cpu_s/cartpole_mlp/rlrun_vs_bare") == 0.2
-    assert suite["time_to_threshold"].tolerance("fraction_reached/rlrun_dqn/450") == 0.35
-    assert suite["time_to_threshold"].tolerance("something/else") == 0.25  # the default
+    assert suite["peers"].tolerance("pong_acting/rlrun/fraction_ran") == 0.35
+    assert suite["peers"].tolerance("something/else") == 0.25  # the default
     assert suite["learner_throughput"].is_compared("ratio/samples_per_cpu_s/cartpole_mlp/rlrun_vs_bare")
     assert not suite["learner_throughput"].is_compared("ratio/samples_per_s/cartpole_mlp/rlrun_vs_bare")

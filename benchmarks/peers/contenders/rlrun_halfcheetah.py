@@ -24,7 +24,7 @@ def main() -> None:
     p.add_argument("--budget-env-steps", type=int, default=1_000_000)
     p.add_argument("--env-id", default="HalfCheetah-v5")
     args = p.parse_args()
-    train_to_budget(overrides(args.seed, args.budget_env_steps, args.env_id), "ppo", args.seed, every_iteration=True)
+    train_to_budget(overrides(args.seed, args.budget_env_steps, args.env_id), "ppo", args.seed)
 
 
 if __name__ == "__main__":

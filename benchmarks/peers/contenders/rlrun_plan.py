@@ -36,9 +36,9 @@ def build_plan(overrides: list[str], algo: str, seed: int) -> tuple[Any, Any, An
     return plan, env_factory, cfg
 
 
-def train_to_budget(overrides: list[str], algo: str, seed: int, every_iteration: bool = False) -> None:
-    """Train to ``stop.env_steps``, printing ``{"episodes": [...], "env_steps": N}`` after each iteration whose
-    rollouts ended episodes (``every_iteration``: after every one, so a reader counts updates too)."""
+def train_to_budget(overrides: list[str], algo: str, seed: int) -> None:
+    """Train to ``stop.env_steps``, printing ``{"episodes": [...], "env_steps": N}`` after every iteration (so a
+    reader counts updates too)."""
     plan, env_factory, cfg = build_plan(overrides, algo, seed)  # first: it pauses the collector before torch's import
     from rlrun.app.run import RunLoop
 
@@ -47,8 +47,7 @@ def train_to_budget(overrides: list[str], algo: str, seed: int, every_iteration:
         while loop.env_steps < int(cfg.stop.env_steps):
             result = plan.training_step()
             loop.add(result)
-            if result.episode_returns or every_iteration:
-                print(json.dumps({"episodes": [float(r) for r in result.episode_returns],
-                                  "env_steps": int(loop.env_steps)}), flush=True)
+            print(json.dumps({"episodes": [float(r) for r in result.episode_returns],
+                              "env_steps": int(loop.env_steps)}), flush=True)
     finally:
         plan.stop()
