@@ -112,7 +112,7 @@ def node_run(tmp: Path, name: str, algo: str, seed: int, every: float | None, do
              seconds: float | None = None, env_steps: int | None = None) -> dict[str, Any]:
     """``algo`` on CartPole on a head (1 CPU) and a second node (2 CPUs) for ``seconds`` of wall time or
     ``env_steps``; with ``every``, the second node killed every ``every`` seconds and replaced ``down`` s later."""
-    run_dir = tmp / name
+    run_dir = tmp / f"{algo}-{name}"  # one per run: its cli.log and TensorBoard events are its own
     stop = [f"stop.wall_time_s={seconds}", "stop.env_steps=1000000000"] if env_steps is None else [
         f"stop.env_steps={env_steps}"]
     overrides = [f"algo={algo}", "env=cartpole", "executor=ray", "executor.placement=spread", "executor.num_workers=2",
@@ -122,7 +122,7 @@ def node_run(tmp: Path, name: str, algo: str, seed: int, every: float | None, do
     kills = 0
     with ray_head(1) as (address, _):
         node = start_node(address, 2)
-        err = open(tmp / f"{name}.stderr", "w")
+        err = open(tmp / f"{algo}-{name}.stderr", "w")
         proc = None
         try:
             wait_for_cpus(address, 3)
@@ -145,7 +145,7 @@ def node_run(tmp: Path, name: str, algo: str, seed: int, every: float | None, do
             kill_node(node)
             err.close()
     if not (run_dir / "summary.json").exists():
-        tail = (tmp / f"{name}.stderr").read_text().strip().splitlines()[-15:]
+        tail = (tmp / f"{algo}-{name}.stderr").read_text().strip().splitlines()[-15:]
         raise RuntimeError(f"{algo} {name}: the run wrote no summary.json; its stderr ends:\n" + "\n".join(tail))
     summary = json.loads((run_dir / "summary.json").read_text())
     at = f"{algo}/{name}"

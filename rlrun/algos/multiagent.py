@@ -232,8 +232,8 @@ class MultiAgent(Algorithm):
         # (evaluate() builds its own); otherwise the sampler where the executor runs its workers.
         if getattr(executor, "env_factory", None) is not None:
             if self.remote:
-                self.sampler = RemoteSampler(executor.cfg, executor.env_factory, num_envs, seed, factories,
-                                             self.agent_policy, spaces, set(self.plans))
+                self.sampler = RemoteSampler(executor, num_envs, seed, factories, self.agent_policy, spaces,
+                                             set(self.plans))
             else:
                 self.sampler = LocalSampler(executor.env_factory, num_envs, seed, acting, self.agent_policy, spaces,
                                             set(self.plans))

@@ -392,7 +392,9 @@ class LocalSampler:
 class RemoteSampler:
     """The sampler in its own process (``executor=ray``: one Ray actor, ``executor.cpus_per_worker`` CPUs), acting
     with policies built there by the plans' factories; weights arrive with ``set_weights`` (the same numbers as
-    :class:`LocalSampler` for the same weights and seed: the acting random stream is the sampler's own)."""
+    :class:`LocalSampler` for the same weights and seed: the acting random stream is the sampler's own). When its
+    process or node dies, a call to it starts a replacement as the Ray worker set replaces a worker (counted, away
+    from a node that may be gone, with the last weights; the steps it held are lost) and is made again."""
 
     remote = True
 
@@ -409,19 +411,84 @@ class RemoteSampler:
         def set_weights(self, pid: str, weights: Any) -> None:
             set_policy_weights(self.sampler.policies[pid], from_wire(weights))
 
-    def __init__(self, cfg: Any, env_factory: Any, num_envs: int, seed: int, factories: dict[str, Any],
-                 agent_policy: dict[str, str], spaces: dict[str, sp.Space], collect: set[str]) -> None:
-        import ray
+        def node_id(self) -> str:
+            import ray
 
+            return ray.get_runtime_context().get_node_id()
+
+    def __init__(self, executor: Any, num_envs: int, seed: int, factories: dict[str, Any],
+                 agent_policy: dict[str, str], spaces: dict[str, sp.Space], collect: set[str]) -> None:
+        """``executor``: the run's Ray executor (its settings, env factory and restart counter)."""
+        env_factory = executor.env_factory
+        self.executor, self.cfg = executor, executor.cfg
         self.columns = {pid: [(c, a) for c in range(num_envs) for a in env_factory.spec.agents
                               if agent_policy[a] == pid] for pid in factories}
-        actor = ray.remote(num_cpus=float(cfg.cpus_per_worker), max_restarts=0)(RemoteSampler.Actor)
-        self.actor = actor.remote(env_factory, num_envs, seed, factories, agent_policy, spaces, collect)
+        self._args = (env_factory, num_envs, seed, factories, agent_policy, spaces, collect)
+        self._weights: dict[str, Any] = {}  # the last weights sent per policy: a replacement gets them
+        self._node: str | None = None
+        self.actor = self._start(frozenset())
+
+    def _start(self, avoid: frozenset[str]) -> Any:
+        """A sampler actor, on no node in ``avoid``, with the last weights of every policy; a replacement (after
+        ``r`` restarts of the run's actors) seeds its env copies past every seed used so far."""
+        import ray
+
+        from rlrun.execution.ray_placement import await_placement, worker_strategy
+
+        env_factory, num_envs, seed, *rest = self._args
+        r = int(self.executor.restarts)
+        actor_class = ray.remote(num_cpus=float(self.cfg.cpus_per_worker), max_restarts=0,
+                                 scheduling_strategy=worker_strategy(self.cfg, avoid))(RemoteSampler.Actor)
+        actor = actor_class.remote(env_factory, num_envs, seed + r * num_envs, *rest)
+        self._node = await_placement(actor.node_id.remote(), "the multi-agent sampler",
+                                     float(self.cfg.cpus_per_worker), float(self.cfg.restart_timeout_s), again=r > 0)
+        ray.get([actor.set_weights.remote(pid, w) for pid, w in self._weights.items()])
+        return actor
+
+    def _restart(self, error: BaseException) -> None:
+        """Replace the sampler (its process or its node died): new env copies, the last weights, the steps it held
+        lost; counted in ``executor/worker_restarts`` within ``executor.max_worker_restarts``. A replacement that
+        dies while starting is one more loss."""
+        import logging
+
+        import ray
+
+        from rlrun.errors import one_line
+        from rlrun.execution.ray_placement import lost_errors, node_may_be_gone
+
+        avoid: set[str] = set()
+        here = ray.get_runtime_context().get_node_id()
+        while True:
+            ex = self.executor
+            ex.restarts += 1
+            if ex.restarts > int(self.cfg.max_worker_restarts):
+                raise RlrunError(f"the multi-agent sampler died ({one_line(error)}) and the run has restarted its "
+                                 f"actors {ex.restarts - 1} times already (executor.max_worker_restarts="
+                                 f"{self.cfg.max_worker_restarts}); stopping.") from error
+            logging.getLogger(__name__).warning("the multi-agent sampler died (%s); starting a new one (restart %d)",
+                                                one_line(error), ex.restarts)
+            if node_may_be_gone(error) and self._node not in (None, here):
+                avoid.add(self._node)
+            try:
+                ray.kill(self.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - it is dead already
+                pass
+            try:
+                self.actor = self._start(frozenset(avoid))
+                return
+            except lost_errors() as e:
+                error = e
 
     def _call(self, method: str, *args: Any) -> Any:
         import ray
 
-        return ray.get(self.actor.call.remote(method, *args))
+        from rlrun.execution.ray_placement import lost_errors
+
+        while True:
+            try:
+                return ray.get(self.actor.call.remote(method, *args))
+            except lost_errors() as e:
+                self._restart(e)
 
     def sample(self, pid: str, num_steps: int, explore: bool = True) -> SampleBatch:
         from rlrun.execution.ray_actor import owned  # lazily: it imports ray, which a local run never needs
@@ -455,7 +522,13 @@ class RemoteSampler:
     def set_weights(self, pid: str, weights: Any) -> None:
         import ray
 
-        ray.get(self.actor.set_weights.remote(pid, to_wire(weights)))
+        from rlrun.execution.ray_placement import lost_errors
+
+        self._weights[pid] = to_wire(weights)
+        try:
+            ray.get(self.actor.set_weights.remote(pid, self._weights[pid]))
+        except lost_errors() as e:
+            self._restart(e)  # the replacement gets these weights as it starts
 
     def close(self) -> None:
         import ray

@@ -172,6 +172,66 @@ def test_executor_ray_samples_the_same_steps_as_local(tmp_path: Path) -> None:
     assert remote["episode_return_mean"] == local["episode_return_mean"]
 
 
+def test_executor_ray_replaces_a_sampler_that_dies_and_the_run_finishes(tmp_path: Path) -> None:
+    """The sampler's process SIGKILLed mid-run (found among this process's descendants by its Ray title): the next
+    call to it starts a replacement with the last weights, the run reaches its stop condition, and the restart is
+    counted in executor/worker_restarts."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlrun.metric_names import WORKER_RESTARTS
+
+    def sampler_pids() -> list[int]:
+        """This process's descendants (the local Ray cluster it started) whose title is the sampler actor's."""
+        parent = {}
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit():
+                    parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        todo, found = [os.getpid()], []
+        while todo:
+            pid = todo.pop()
+            for child in [c for c, p in parent.items() if p == pid]:
+                todo.append(child)
+                try:
+                    if Path(f"/proc/{child}/cmdline").read_bytes().startswith(b"ray::Actor"):
+                        found.append(child)
+                except OSError:
+                    continue
+        return found
+
+    killed = []
+
+    def kill_once_sampling() -> None:
+        deadline = time.monotonic() + 120
+        while not sampler_pids() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3.0)  # it has been sampling for a while
+        for pid in sampler_pids():
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    killer = threading.Thread(target=kill_once_sampling)
+    killer.start()
+    try:
+        summary = run(tmp_path, [*[a for a in SPREAD if not a.startswith(("executor.", "logger.tensorboard"))],
+                                 "logger.tensorboard.enabled=true", "stop.env_steps=6000",
+                                 "algo.policies={shared:{algo:ppo}}", "executor=ray", "executor.num_workers=1",
+                                 "executor.num_envs_per_worker=4", "executor.num_cpus=1"])
+    finally:
+        killer.join()
+    assert len(killed) == 1 and summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 6000, summary
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert events.Scalars(WORKER_RESTARTS)[-1].value == 1
+
+
 def test_a_frozen_policy_from_an_earlier_run_is_loaded_and_never_trained(tmp_path: Path) -> None:
     """Self-play against a past self: the opponent loads the earlier run's learner (checkpoint, checkpoint_policy),
     acts with exactly its weights and keeps them while the learner trains."""

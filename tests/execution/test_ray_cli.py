@@ -153,7 +153,7 @@ def test_apex_survives_losing_the_node_of_its_replay_shards(workdir: Path) -> No
         try:
             wait_for_cpus(address, 4)
             proc = subprocess.Popen([RLRUN, "algo=apex", "executor=ray", f"executor.address={address}",
-                                     "executor.placement=spread", "executor.num_workers=2", "stop.wall_time_s=40",
+                                     "executor.placement=spread", "executor.num_workers=2", "stop.wall_time_s=30",
                                      "stop.env_steps=100000000", "stop.episode_return_mean=null", "logger=none",
                                      "export.formats=[]", "hydra.run.dir=run"], env=ENV, cwd=workdir,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -172,4 +172,5 @@ def test_apex_survives_losing_the_node_of_its_replay_shards(workdir: Path) -> No
     assert proc.returncode == 0, stderr
     summary = json.loads((workdir / "run" / "summary.json").read_text())
     assert summary["stop_reason"] == "wall_time_s" and summary["error"] is None
-    assert "; starting an empty one (restart 1)" in stderr and "Traceback" not in stderr
+    log = (workdir / "run" / "cli.log").read_text()
+    assert "; starting an empty one (restart 1)" in log and "Traceback" not in log + stderr
