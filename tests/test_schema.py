@@ -40,6 +40,7 @@ SCHEMAS: list[tuple[type, list[str], str]] = [
     (C.CheckpointConfig, [], "checkpoint"), (C.EvalConfig, [], "eval"), (C.ExportConfig, [], "export"),
     (C.SweepConfig, [], "sweep"), (C.RunConfig, [], ""),
     (MultiAgentConfig, ["env=pettingzoo"], "algo"), (C.PettingZooEnvConfig, ["env=pettingzoo"], "env"),
+    (C.MinAtarEnvConfig, ["env=minatar"], "env"),
 ]
 
 
