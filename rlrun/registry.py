@@ -147,6 +147,8 @@ def _register_builtins(r: Registry) -> None:
                doc="TRPO: natural-gradient step in a KL trust region + line search (Schulman et al. 2015)")
     r.register("algo", "apex", "rlrun.algos.apex:ApeX", schema="rlrun.algos.apex_config:ApexConfig",
                doc="Ape-X DQN: per-actor epsilons, actor-side priorities, sharded prioritised replay (Horgan 2018)")
+    r.register("algo", "pqn", "rlrun.algos.pqn:PQN", schema="rlrun.algos.pqn_config:PQNConfig",
+               doc="PQN: vectorised Q(lambda) with a LayerNorm Q-network, no replay or target (Gallici et al. 2024)")
     r.register("algo", "multiagent", "rlrun.algos.multiagent:MultiAgent",
                schema="rlrun.algos.multiagent_config:MultiAgentConfig",
                doc="several policies in one multi-agent env, each trained by its own algorithm (env=pettingzoo)")
