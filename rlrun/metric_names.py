@@ -103,18 +103,18 @@ REPLAY_SHARD_RESTARTS = _metric("executor/replay_shard_restarts", "replay shards
 LOSS_TOTAL = _metric("loss/total", "the loss the optimizer stepped on (the weighted sum of the terms below)",
                      "algorithm", *GRADIENT)
 GRAD_NORM = _metric("learn/grad_norm", "L2 norm of the gradient before clipping (with algo.max_grad_norm)",
-                    "algorithm", *GRADIENT)
+                    "algorithm", *GRADIENT, "pqn")
 LOSS_POLICY = _metric("loss/policy", "the policy-gradient (surrogate) loss term", "algorithm", *ON_POLICY)
 LOSS_VALUE = _metric("loss/value", "the value-function loss term", "algorithm", *ON_POLICY)
 ENTROPY = _metric("policy/entropy", "mean entropy of the policy's action distribution, nats", "algorithm",
                   *ON_POLICY, "sac")
 EXPLAINED_VARIANCE = _metric("value/explained_variance", "1 - Var[return - value] / Var[return] of the value "
                              "targets learnt on (1: perfect, 0: no better than a constant)", "algorithm", *ON_POLICY)
-LR = _metric("learn/lr", "the learning rate of the update (after its schedule)", "algorithm", *ON_POLICY)
+LR = _metric("learn/lr", "the learning rate of the update (after its schedule)", "algorithm", *ON_POLICY, "pqn")
 UPDATES = _metric("learn/updates", "updates so far: rollouts (or learner batches) learnt on", "algorithm",
-                  *ON_POLICY)
+                  *ON_POLICY, "pqn")
 GRADIENT_STEPS = _metric("learn/gradient_steps", "gradient steps (optimizer updates) so far", "algorithm",
-                         "ppo", "a2c", "trpo", "impala", "appo", "dqn", "sac", "apex")
+                         "ppo", "a2c", "trpo", "impala", "appo", "dqn", "sac", "apex", "pqn")
 POLICY_LAG_MEAN = _metric("learn/policy_lag_mean", "mean number of updates between the weights that acted an "
                           "unroll and those that learn on it", "algorithm", *VTRACE)
 POLICY_LAG_MAX = _metric("learn/policy_lag_max", "largest such lag in the update", "algorithm", *VTRACE)
@@ -142,8 +142,9 @@ RHO_CLIPPED_FRACTION = _metric("vtrace/rho_clipped_fraction", "fraction of impor
                                "algo.clip_rho_threshold", "algorithm", "impala")
 
 LOSS_TD = _metric("loss/td", "mean TD loss of the gradient steps since the last training step (Huber or squared)",
-                  "algorithm", "dqn", "apex")
-EPSILON = _metric("explore/epsilon", "the epsilon of epsilon-greedy acting (after its schedule)", "algorithm", "dqn")
+                  "algorithm", "dqn", "apex", "pqn")
+EPSILON = _metric("explore/epsilon", "the epsilon of epsilon-greedy acting (after its schedule)", "algorithm", "dqn",
+                  "pqn")
 REPLAY_SIZE = _metric("replay/size", "transitions held in replay", "algorithm", "dqn", "sac", "apex")
 REPLAY_BETA = _metric("replay/beta", "the importance-sampling exponent of prioritised replay (after its schedule)",
                       "algorithm", "dqn")

@@ -32,6 +32,7 @@ RUNS = {
     "apex": ["algo=apex", "algo.learning_starts=64", "stop.env_steps=320"],
     "apex-thread": ["algo=apex", "algo.learner=thread", "algo.learning_starts=64", "stop.env_steps=640"],
     "sac": ["algo=sac", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
+    "pqn": ["algo=pqn", "stop.env_steps=1"],
 }
 
 # Declared names no run above can report: Atari's whole games, the Ray executor's, replay shards', sweeps', and the

@@ -21,6 +21,7 @@ from rlrun.algos.dqn_config import DQNConfig
 from rlrun.algos.impala_config import IMPALAConfig
 from rlrun.algos.multiagent_config import MultiAgentConfig
 from rlrun.algos.ppo_config import PPOConfig
+from rlrun.algos.pqn_config import PQNConfig
 from rlrun.algos.sac_config import SACConfig
 from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.config import compose
@@ -40,6 +41,7 @@ SCHEMAS: list[tuple[type, list[str], str]] = [
     (C.CheckpointConfig, [], "checkpoint"), (C.EvalConfig, [], "eval"), (C.ExportConfig, [], "export"),
     (C.SweepConfig, [], "sweep"), (C.RunConfig, [], ""),
     (MultiAgentConfig, ["env=pettingzoo"], "algo"), (C.PettingZooEnvConfig, ["env=pettingzoo"], "env"),
+    (PQNConfig, ["algo=pqn"], "algo"), (C.MinAtarEnvConfig, ["env=minatar"], "env"),
 ]
 
 
