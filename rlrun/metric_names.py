@@ -80,7 +80,7 @@ TIME_POSTPROCESS = _metric(stage_seconds("postprocess"), "seconds in the workers
                            "gradient; Ape-X: the n-step transitions and priorities) since the last report",
                            "executor")
 TIME_REPLAY = _metric(stage_seconds("replay"), "seconds storing into replay since the last report (DQN, SAC, "
-                      "Ape-X)", "executor")
+                      "TD3, DDPG, Ape-X)", "executor")
 TIME_REPLAY_WAIT = _metric(stage_seconds("replay_wait"), "seconds waiting for replay shards' answers since the "
                            "last report (Ape-X with replay shards)", "executor")
 TIME_LEARN = _metric(stage_seconds("learn"), "seconds learning (updates) since the last report", "executor")
@@ -114,7 +114,7 @@ LR = _metric("learn/lr", "the learning rate of the update (after its schedule)",
 UPDATES = _metric("learn/updates", "updates so far: rollouts (or learner batches) learnt on", "algorithm",
                   *ON_POLICY, "pqn")
 GRADIENT_STEPS = _metric("learn/gradient_steps", "gradient steps (optimizer updates) so far", "algorithm",
-                         "ppo", "a2c", "trpo", "impala", "appo", "dqn", "sac", "apex", "pqn")
+                         "ppo", "a2c", "trpo", "impala", "appo", "dqn", "sac", "apex", "td3", "ddpg", "pqn")
 POLICY_LAG_MEAN = _metric("learn/policy_lag_mean", "mean number of updates between the weights that acted an "
                           "unroll and those that learn on it", "algorithm", *VTRACE)
 POLICY_LAG_MAX = _metric("learn/policy_lag_max", "largest such lag in the update", "algorithm", *VTRACE)
@@ -145,7 +145,8 @@ LOSS_TD = _metric("loss/td", "mean TD loss of the gradient steps since the last 
                   "algorithm", "dqn", "apex", "pqn")
 EPSILON = _metric("explore/epsilon", "the epsilon of epsilon-greedy acting (after its schedule)", "algorithm", "dqn",
                   "pqn")
-REPLAY_SIZE = _metric("replay/size", "transitions held in replay", "algorithm", "dqn", "sac", "apex")
+REPLAY_SIZE = _metric("replay/size", "transitions held in replay", "algorithm", "dqn", "sac", "apex", "td3",
+                      "ddpg")
 REPLAY_BETA = _metric("replay/beta", "the importance-sampling exponent of prioritised replay (after its schedule)",
                       "algorithm", "dqn")
 REPLAY_MAX_PRIORITY = _metric("replay/max_priority", "the largest priority in prioritised replay (new transitions "
@@ -153,11 +154,14 @@ REPLAY_MAX_PRIORITY = _metric("replay/max_priority", "the largest priority in pr
 REPLAY_RATIO = _metric("replay/ratio", "transitions learnt on per env step so far (gradient steps x batch size / env "
                        "steps), algo.learner=thread", "algorithm", "apex")
 
-LOSS_CRITIC = _metric("loss/critic", "the twin critics' TD loss", "algorithm", "sac")
-LOSS_ACTOR = _metric("loss/actor", "the actor's loss (alpha log pi - min Q)", "algorithm", "sac")
+LOSS_CRITIC = _metric("loss/critic", "the critics' TD loss (SAC, TD3: both twins; DDPG: its one critic)", "algorithm",
+                      "sac", "td3", "ddpg")
+LOSS_ACTOR = _metric("loss/actor", "the actor's loss (SAC: alpha log pi - min Q; TD3, DDPG: -Q1(s, mu(s)), the mean "
+                     "of their delayed actor steps)", "algorithm", "sac", "td3", "ddpg")
 LOSS_TEMPERATURE = _metric("loss/temperature", "the temperature's loss (with automatic entropy tuning)", "algorithm",
                            "sac")
-Q_MEAN = _metric("q/mean", "mean of the twin critics' Q values on the batch", "algorithm", "sac")
+Q_MEAN = _metric("q/mean", "mean of the critics' Q values on the batch (of both twins: SAC, TD3)", "algorithm",
+                 "sac", "td3", "ddpg")
 ALPHA = _metric("policy/alpha", "the entropy temperature alpha before the step", "algorithm", "sac")
 
 # ---------------------------------------------------------------------------------------------------- learner thread

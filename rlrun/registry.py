@@ -143,6 +143,10 @@ def _register_builtins(r: Registry) -> None:
                doc="APPO: IMPALA's asynchronous plan with PPO's clipped surrogate on V-trace advantages")
     r.register("algo", "sac", "rlrun.algos.sac:SAC", schema="rlrun.algos.sac_config:SACConfig",
                doc="SAC: soft actor-critic, twin Q, learned temperature; Box actions (Haarnoja et al. 2018)")
+    r.register("algo", "td3", "rlrun.algos.td3:TD3", schema="rlrun.algos.td3_config:TD3Config",
+               doc="TD3: twin critics, target policy smoothing, delayed actor; Box actions (Fujimoto et al. 2018)")
+    r.register("algo", "ddpg", "rlrun.algos.ddpg:DDPG", schema="rlrun.algos.ddpg_config:DDPGConfig",
+               doc="DDPG: deterministic actor, one critic, Gaussian noise; Box actions (Lillicrap et al. 2016)")
     r.register("algo", "trpo", "rlrun.algos.trpo:TRPO", schema="rlrun.algos.trpo_config:TRPOConfig",
                doc="TRPO: natural-gradient step in a KL trust region + line search (Schulman et al. 2015)")
     r.register("algo", "apex", "rlrun.algos.apex:ApeX", schema="rlrun.algos.apex_config:ApexConfig",

@@ -101,9 +101,10 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 def test_algorithms_are_siblings() -> None:
     """An algorithm imports shared pieces from components/ops, its own schema and the algorithm bases (base: every
-    plan; on_policy: the actor-critic agent and plan PPO, A2C and TRPO share); another algorithm only where it is a
-    true subclass (APPO of IMPALA; Ape-X's learner of DQN's)."""
-    bases = {"rlrun.algos.base", "rlrun.algos.on_policy"}
+    plan; on_policy: the actor-critic agent and plan PPO, A2C and TRPO share; off_policy_continuous: the agent base and
+    plan SAC, TD3 and DDPG share); another algorithm only where it is a true subclass (APPO of IMPALA; Ape-X's
+    learner of DQN's)."""
+    bases = {"rlrun.algos.base", "rlrun.algos.on_policy", "rlrun.algos.off_policy_continuous"}
     allowed = {("rlrun.algos.appo", "rlrun.algos.impala"), ("rlrun.algos.apex", "rlrun.algos.dqn")}
     crossing = []
     for m, targets in _graph().items():

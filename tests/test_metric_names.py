@@ -33,6 +33,8 @@ RUNS = {
     "apex-thread": ["algo=apex", "algo.learner=thread", "algo.learning_starts=64", "stop.env_steps=640"],
     "sac": ["algo=sac", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
     "pqn": ["algo=pqn", "stop.env_steps=1"],
+    "td3": ["algo=td3", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
+    "ddpg": ["algo=ddpg", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
 }
 
 # Declared names no run above can report: Atari's whole games, the Ray executor's, replay shards', sweeps', and the

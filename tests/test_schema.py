@@ -17,12 +17,14 @@ from rlrun import config as C
 from rlrun.algos.a2c_config import A2CConfig
 from rlrun.algos.apex_config import ApexConfig
 from rlrun.algos.appo_config import APPOConfig
+from rlrun.algos.ddpg_config import DDPGConfig
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.algos.impala_config import IMPALAConfig
 from rlrun.algos.multiagent_config import MultiAgentConfig
 from rlrun.algos.ppo_config import PPOConfig
 from rlrun.algos.pqn_config import PQNConfig
 from rlrun.algos.sac_config import SACConfig
+from rlrun.algos.td3_config import TD3Config
 from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.config import compose
 from rlrun.errors import ConfigError
@@ -32,6 +34,7 @@ from rlrun.schema import Interval, declaration, describe, field_docs, is_number_
 SCHEMAS: list[tuple[type, list[str], str]] = [
     (DQNConfig, ["algo=dqn"], "algo"), (PPOConfig, ["algo=ppo"], "algo"), (A2CConfig, ["algo=a2c"], "algo"),
     (TRPOConfig, ["algo=trpo"], "algo"), (SACConfig, ["algo=sac", "env=pendulum"], "algo"),
+    (TD3Config, ["algo=td3", "env=pendulum"], "algo"), (DDPGConfig, ["algo=ddpg", "env=pendulum"], "algo"),
     (IMPALAConfig, ["algo=impala"], "algo"), (APPOConfig, ["algo=appo"], "algo"),
     (ApexConfig, ["algo=apex"], "algo"), (C.GymEnvConfig, [], "env"),
     (C.AtariEnvConfig, ["env=atari", "env.game=Pong"], "env"), (C.DeviceConfig, [], "device"),
