@@ -27,13 +27,15 @@ class QNetwork(Component):
     """Torso + Q head (plain or dueling): obs -> Q(obs, ·)."""
 
     def __init__(self, network: str = "mlp", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
-                 activation: str = "relu", dueling: bool = False, name: str = "q") -> None:
+                 activation: str = "relu", dueling: bool = False, name: str = "q", noisy: bool = False,
+                 noisy_std: float = 0.5) -> None:
         """``network``, ``hidden_sizes``, ``activation``: the torso (see :func:`rlrun.components.networks.make_torso`);
         ``dueling``: a :class:`~rlrun.components.heads.DuelingQHead` instead of a linear
-        :class:`~rlrun.components.heads.QHead`."""
+        :class:`~rlrun.components.heads.QHead`; ``noisy``: the head's layers are noisy (sigma_0 ``noisy_std``)."""
         super().__init__(name)
         self.torso = make_torso(network, list(hidden_sizes), activation, "torso")
-        self.head = DuelingQHead(name="q_head") if dueling else QHead("q_head")
+        self.head = (DuelingQHead(name="q_head", noisy=noisy, noisy_std=noisy_std) if dueling
+                     else QHead("q_head", noisy=noisy, noisy_std=noisy_std))
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         self.build_child(self.torso, obs=obs)
