@@ -122,6 +122,12 @@ SUITES: dict[str, list[Group]] = {
               overrides=CLEANRL_DQN_CLASSIC, note="CleanRL dqn.py defaults"),
         Group("ppo", "ppo", "cartpole", ("CartPole-v1", "Acrobot-v1"), (0, 1, 2), 500_000,
               overrides=CLEANRL_PPO_CLASSIC, note="CleanRL ppo.py defaults"),
+        Group("c51", "c51", "cartpole", ("CartPole-v1", "Acrobot-v1"), (0, 1, 2), 500_000,
+              note="conf/algo_env/c51_classic.yaml (CleanRL c51.py defaults)"),
+        Group("qrdqn-cartpole", "qrdqn", "cartpole", ("CartPole-v1",), (0, 1, 2), 50_000,
+              note="conf/algo_env/qrdqn_cartpole.yaml (rl-baselines3-zoo qrdqn.yml CartPole-v1)"),
+        Group("qrdqn-acrobot", "qrdqn", "acrobot", ("Acrobot-v1",), (0, 1, 2), 100_000,
+              note="conf/algo_env/qrdqn_acrobot.yaml (rl-baselines3-zoo qrdqn.yml Acrobot-v1)"),
     ],
     "atari": [
         Group("ppo", "ppo", "atari", ("Pong", "Breakout"), (0, 1, 2), 10_000_000, needs="gpu", env_key="game",

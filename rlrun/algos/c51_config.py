@@ -26,10 +26,10 @@ class C51Config(DQNConfig):
     num_atoms: int = key(101, "[2, inf)")
     """Atoms of the categorical support (the paper's 51 gave C51 its name). Default: CleanRL c51.py (classic
     control)."""
-    v_min: float = key(-100.0)
+    v_min: float = key(-100.0, "any")
     """Lowest atom: the smallest return the distribution can hold, in the env's (n-step discounted) reward units.
     Default: CleanRL c51.py (classic control)."""
-    v_max: float = key(100.0)
+    v_max: float = key(100.0, "any")
     """Highest atom (must be > v_min); returns beyond [v_min, v_max] are clipped onto its ends. Default: CleanRL
     c51.py (classic control)."""
 
