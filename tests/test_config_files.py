@@ -85,7 +85,8 @@ def test_every_algo_has_its_option_and_its_schema_beside_it() -> None:
     assert not [n for n in vars(C) if n.endswith("Config") and n[:-6].lower() in registry.names("algo")]
 
 
-@pytest.mark.parametrize("algo", ["dqn", "c51", "qrdqn", "rainbow", "ppo", "a2c", "trpo", "sac", "impala", "appo", "apex"])
+@pytest.mark.parametrize("algo", ["dqn", "c51", "qrdqn", "rainbow", "ppo", "a2c", "trpo", "sac", "impala", "appo",
+                                  "apex"])
 def test_a_composed_algo_node_is_its_schema_defaults(algo: str) -> None:
     """What ``algo=<name>`` composes is the schema's defaults, except the LR horizon, which follows the run's budget
     (``~algo_env``: without the (algo, env) preset, e.g. conf/algo_env/ppo_cartpole.yaml for the default env)."""

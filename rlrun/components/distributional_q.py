@@ -25,8 +25,13 @@ from rlrun.components.heads import dueling_q, in_float32
 from rlrun.components.networks import make_torso
 from rlrun.components.noisy import linear_layer
 from rlrun.ops.action_mask import apply_action_mask
-from rlrun.ops.distributional import (categorical_loss, categorical_projection, categorical_support,
-                                      quantile_huber_loss, quantile_midpoints)
+from rlrun.ops.distributional import (
+    categorical_loss,
+    categorical_projection,
+    categorical_support,
+    quantile_huber_loss,
+    quantile_midpoints,
+)
 
 __all__ = ["AtomQHead", "DistributionalLoss", "DistributionalQNetwork", "distributional_q_loss"]
 

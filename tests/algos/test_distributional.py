@@ -3,12 +3,13 @@ with v_min >= v_max, zero atoms or quantiles, a Box action space) with one line 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import run_rlrun
+from conftest import only_summary, run_rlrun
 
 import rlrun
 from rlrun import spaces as sp
@@ -52,6 +53,21 @@ def test_same_seed_same_parameters(tmp_path: Path) -> None:
             assert torch.equal(a[key], b[key]), key
 
 
+@pytest.mark.parametrize("algo", ["rainbow", "qrdqn"])
+def test_cli_run_exports_the_greedy_policy_and_evaluates_from_its_checkpoint(workdir: Path, algo: str) -> None:
+    """A short run, then ``rlrun eval`` from the checkpoint: the exported policy is greedy in Q (Rainbow: on the noisy
+    layers' mean weights)."""
+    run_rlrun([f"algo={algo}", "~algo_env", "stop.env_steps=300", "algo.learning_starts=100", "logger=none"], workdir,
+              check=True)
+    summary = only_summary(workdir / "outputs")
+    assert summary["algo"] == algo and summary["env_steps"] == 300 and summary["error"] is None
+    policy = torch.jit.load(summary["export"][0])
+    assert policy(torch.zeros(3, 4)).shape == (3,)
+    run_dir = Path(summary["run_dir"])
+    run_rlrun(["eval", str(run_dir), "--episodes", "2"], workdir, check=True)
+    assert len(json.loads((run_dir / "eval.json").read_text())["returns"]) == 2
+
+
 # ---------------------------------------------------------------------------------------------- composition
 
 
@@ -86,8 +102,10 @@ def test_noisy_dqn_explores_by_its_noise_and_acts_greedily_on_the_mean_weights()
 
 
 def test_qrdqn_huber_delta_is_kappa_and_null_is_plain_quantile_regression() -> None:
-    make = lambda **k: rlrun.make_agent("qrdqn", OBS, sp.Discrete(2), seed=0, **k).component  # noqa: E731
-    assert make().loss.kappa == 1.0 and make(huber_delta=2.0).loss.kappa == 2.0 and make(huber_delta=None).loss.kappa == 0
+    def kappa(**keys: float | None) -> float:
+        return rlrun.make_agent("qrdqn", OBS, sp.Discrete(2), seed=0, **keys).component.loss.kappa
+
+    assert kappa() == 1.0 and kappa(huber_delta=2.0) == 2.0 and kappa(huber_delta=None) == 0.0
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -101,7 +119,8 @@ def test_schema_refuses_an_empty_support() -> None:
 
 
 @pytest.mark.parametrize("args,says", [
-    (["algo=c51", "algo.v_min=10", "algo.v_max=-10"], "algo.v_min=10.0, algo.v_max=-10.0: the support needs v_min < v_max"),
+    (["algo=c51", "algo.v_min=10", "algo.v_max=-10"],
+     "algo.v_min=10.0, algo.v_max=-10.0: the support needs v_min < v_max"),
     (["algo=rainbow", "algo.num_atoms=0"], "algo.num_atoms=0: must be"),
     (["algo=qrdqn", "algo.num_quantiles=0"], "algo.num_quantiles=0: must be"),
     (["algo=c51", "env=pendulum"], "algo=c51 needs"),

@@ -10,8 +10,12 @@ import torch
 from torch.testing import assert_close
 
 from rlrun import spaces as sp
-from rlrun.components.distributional_q import (AtomQHead, DistributionalLoss, DistributionalQNetwork,
-                                               distributional_q_loss)
+from rlrun.components.distributional_q import (
+    AtomQHead,
+    DistributionalLoss,
+    DistributionalQNetwork,
+    distributional_q_loss,
+)
 from rlrun.components.testing import ComponentTest
 from rlrun.ops.distributional import categorical_projection, quantile_huber_loss, quantile_midpoints
 

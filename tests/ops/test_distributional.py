@@ -8,8 +8,13 @@ import math
 import pytest
 import torch
 
-from rlrun.ops.distributional import (categorical_loss, categorical_projection, categorical_support,
-                                      quantile_huber_loss, quantile_midpoints)
+from rlrun.ops.distributional import (
+    categorical_loss,
+    categorical_projection,
+    categorical_support,
+    quantile_huber_loss,
+    quantile_midpoints,
+)
 
 
 def naive_projection(p: list[float], r: float, discount: float, z: list[float]) -> list[float]:
