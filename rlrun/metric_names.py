@@ -44,6 +44,7 @@ ON_POLICY = ("ppo", "a2c", "trpo", "impala", "appo")  # the actor-critic plans: 
 GRADIENT = ("ppo", "a2c", "impala", "appo")  # their update's info passes through learner_metrics (algos/base.py)
 VTRACE = ("impala", "appo")
 THREADED = ("apex", "impala", "appo")  # algo.learner=thread
+DQN_FAMILY = ("dqn", "c51", "qrdqn", "rainbow")  # DQN's plan and its distributional siblings'
 
 # ---------------------------------------------------------------------------------------------------- run loop
 # rlrun/app/run.py (RunLoop.report): every run, every report.
@@ -114,7 +115,7 @@ LR = _metric("learn/lr", "the learning rate of the update (after its schedule)",
 UPDATES = _metric("learn/updates", "updates so far: rollouts (or learner batches) learnt on", "algorithm",
                   *ON_POLICY, "pqn")
 GRADIENT_STEPS = _metric("learn/gradient_steps", "gradient steps (optimizer updates) so far", "algorithm",
-                         "ppo", "a2c", "trpo", "impala", "appo", "dqn", "sac", "apex", "td3", "ddpg", "pqn")
+                         "ppo", "a2c", "trpo", "impala", "appo", *DQN_FAMILY, "sac", "apex", "td3", "ddpg", "pqn")
 POLICY_LAG_MEAN = _metric("learn/policy_lag_mean", "mean number of updates between the weights that acted an "
                           "unroll and those that learn on it", "algorithm", *VTRACE)
 POLICY_LAG_MAX = _metric("learn/policy_lag_max", "largest such lag in the update", "algorithm", *VTRACE)
@@ -141,16 +142,17 @@ RHO_MEAN = _metric("vtrace/rho_mean", "mean importance ratio pi / mu of the lear
 RHO_CLIPPED_FRACTION = _metric("vtrace/rho_clipped_fraction", "fraction of importance ratios above "
                                "algo.clip_rho_threshold", "algorithm", "impala")
 
-LOSS_TD = _metric("loss/td", "mean TD loss of the gradient steps since the last training step (Huber or squared)",
-                  "algorithm", "dqn", "apex", "pqn")
-EPSILON = _metric("explore/epsilon", "the epsilon of epsilon-greedy acting (after its schedule)", "algorithm", "dqn",
-                  "pqn")
-REPLAY_SIZE = _metric("replay/size", "transitions held in replay", "algorithm", "dqn", "sac", "apex", "td3",
+LOSS_TD = _metric("loss/td", "mean TD loss of the gradient steps since the last training step (Huber or squared; "
+                  "the distributional ones': C51's cross-entropy, QR-DQN's quantile Huber loss)",
+                  "algorithm", *DQN_FAMILY, "apex", "pqn")
+EPSILON = _metric("explore/epsilon", "the epsilon of epsilon-greedy acting (after its schedule; 0 with noisy nets)",
+                  "algorithm", *DQN_FAMILY, "pqn")
+REPLAY_SIZE = _metric("replay/size", "transitions held in replay", "algorithm", *DQN_FAMILY, "sac", "apex", "td3",
                       "ddpg")
 REPLAY_BETA = _metric("replay/beta", "the importance-sampling exponent of prioritised replay (after its schedule)",
-                      "algorithm", "dqn")
+                      "algorithm", *DQN_FAMILY)
 REPLAY_MAX_PRIORITY = _metric("replay/max_priority", "the largest priority in prioritised replay (new transitions "
-                              "get it)", "algorithm", "dqn")
+                              "get it)", "algorithm", *DQN_FAMILY)
 REPLAY_RATIO = _metric("replay/ratio", "transitions learnt on per env step so far (gradient steps x batch size / env "
                        "steps), algo.learner=thread", "algorithm", "apex")
 

@@ -153,6 +153,12 @@ def _register_builtins(r: Registry) -> None:
                doc="Ape-X DQN: per-actor epsilons, actor-side priorities, sharded prioritised replay (Horgan 2018)")
     r.register("algo", "pqn", "rlrun.algos.pqn:PQN", schema="rlrun.algos.pqn_config:PQNConfig",
                doc="PQN: vectorised Q(lambda) with a LayerNorm Q-network, no replay or target (Gallici et al. 2024)")
+    r.register("algo", "c51", "rlrun.algos.c51:C51", schema="rlrun.algos.c51_config:C51Config",
+               doc="C51: DQN on a categorical return distribution (Bellemare et al. 2017)")
+    r.register("algo", "qrdqn", "rlrun.algos.qrdqn:QRDQN", schema="rlrun.algos.qrdqn_config:QRDQNConfig",
+               doc="QR-DQN: DQN on quantiles of the return, quantile Huber loss (Dabney et al. 2018)")
+    r.register("algo", "rainbow", "rlrun.algos.rainbow:Rainbow", schema="rlrun.algos.rainbow_config:RainbowConfig",
+               doc="Rainbow: C51 + noisy nets + dueling + double Q + prioritised replay + n-step (Hessel et al. 2018)")
     r.register("algo", "multiagent", "rlrun.algos.multiagent:MultiAgent",
                schema="rlrun.algos.multiagent_config:MultiAgentConfig",
                doc="several policies in one multi-agent env, each trained by its own algorithm (env=pettingzoo)")
