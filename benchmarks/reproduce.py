@@ -95,6 +95,9 @@ CLEANRL_PPO_CLASSIC = ("algo.lr=2.5e-4", "algo.anneal_lr=true", "algo.gamma=0.99
                        "algo.clip_eps=0.2", "algo.anneal_clip=false", "algo.vf_clip_eps=0.2", "algo.ent_coef=0.01",
                        "algo.vf_coef=0.5", "algo.max_grad_norm=0.5", "executor.num_envs=4",
                        "env.vectorization=copies")  # CleanRL's SyncVectorEnv of env copies
+# pqn.py: its Args are the schema's defaults and conf/algo_env/pqn_cartpole.yaml's 4 env copies; CleanRL counts a
+# truncation as a termination (done = terminated or truncated).
+CLEANRL_PQN_CLASSIC = ("algo.bootstrap_truncated=false", "executor.num_envs=4", "env.vectorization=copies")
 
 # CleanRL sac_continuous_action.py beside the preset (the SAC paper's Table 1): its q_lr 1e-3 drives both the critics'
 # and the temperature's Adam (policy_lr 3e-4 as the paper). Its policy_frequency 2 takes two actor steps every second
@@ -116,12 +119,28 @@ SUITES: dict[str, list[Group]] = {
               note="conf/algo_env/sac_mujoco.yaml with CleanRL sac_continuous_action.py's learning rates; 300k env "
                    "steps, compared with CleanRL's curve at 300k (its 1M table row shown for scale)",
               smoke=("algo.learning_starts=512",)),
+        # TD3 and DDPG at the references' budget and seeds: 1M env steps each (checkpoints every 5 minutes, so an
+        # interrupted sweep continues where it stopped: sweep.resume, rlrun resume=).
+        Group("td3", "td3", "mujoco", ("HalfCheetah-v5", "Hopper-v5"), (0, 1, 2), 1_000_000,
+              note="conf/algo_env/td3_mujoco.yaml: CleanRL td3_continuous_action.py settings",
+              smoke=("algo.learning_starts=512",)),
+        Group("ddpg", "ddpg", "mujoco", ("HalfCheetah-v5", "Hopper-v5"), (0, 1, 2), 1_000_000,
+              note="conf/algo_env/ddpg_mujoco.yaml: CleanRL ddpg_continuous_action.py settings",
+              smoke=("algo.learning_starts=512",)),
     ],
     "classic": [
         Group("dqn", "dqn", "cartpole", ("CartPole-v1", "Acrobot-v1", "MountainCar-v0"), (0, 1, 2), 500_000,
               overrides=CLEANRL_DQN_CLASSIC, note="CleanRL dqn.py defaults"),
         Group("ppo", "ppo", "cartpole", ("CartPole-v1", "Acrobot-v1"), (0, 1, 2), 500_000,
               overrides=CLEANRL_PPO_CLASSIC, note="CleanRL ppo.py defaults"),
+        Group("c51", "c51", "cartpole", ("CartPole-v1", "Acrobot-v1"), (0, 1, 2), 500_000,
+              note="conf/algo_env/c51_classic.yaml (CleanRL c51.py defaults)"),
+        Group("qrdqn-cartpole", "qrdqn", "cartpole", ("CartPole-v1",), (0, 1, 2), 50_000,
+              note="conf/algo_env/qrdqn_cartpole.yaml (rl-baselines3-zoo qrdqn.yml CartPole-v1)"),
+        Group("qrdqn-acrobot", "qrdqn", "acrobot", ("Acrobot-v1",), (0, 1, 2), 100_000,
+              note="conf/algo_env/qrdqn_acrobot.yaml (rl-baselines3-zoo qrdqn.yml Acrobot-v1)"),
+        Group("pqn", "pqn", "cartpole", ("CartPole-v1",), (0, 1, 2), 500_000, overrides=CLEANRL_PQN_CLASSIC,
+              note="CleanRL pqn.py defaults (conf/algo_env/pqn_cartpole.yaml)"),
     ],
     "atari": [
         Group("ppo", "ppo", "atari", ("Pong", "Breakout"), (0, 1, 2), 10_000_000, needs="gpu", env_key="game",

@@ -139,6 +139,40 @@ class AtariEnvConfig(Declared):
     """Extra keyword arguments for gymnasium.make("ALE/<Game>-v5", ...), e.g. mode, difficulty, render_mode."""
 
 
+MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+
+
+@dataclass
+class MinAtarEnvConfig(Declared):
+    """A MinAtar game (Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
+    Reinforcement Learning Experiments"): 10x10 grids of 0/1 object channels, one frame an agent step. The defaults
+    are MinAtar's own settings, those of the paper's experiments; rlrun/envs/minatar_env.py builds it."""
+
+    key_prefix: ClassVar[str] = "env"
+
+    name: str = "minatar"
+    id: str = key("Breakout", choices=MINATAR_GAMES)
+    """The game: Asterix | Breakout | Freeway | Seaquest | SpaceInvaders (gymnasium id MinAtar/<id>-v0, or -v1 with
+    minimal_action_set)."""
+    sticky_action_prob: float = key(0.1, "[0, 1]")
+    """Chance per agent step that the game repeats the previous action instead. Default: MinAtar's, as in Young &
+    Tian 2019."""
+    difficulty_ramping: bool = True
+    """Asterix, Seaquest and SpaceInvaders speed up as the agent progresses (Breakout and Freeway have no ramping).
+    Default: MinAtar's, as in Young & Tian 2019."""
+    minimal_action_set: bool = False
+    """Only the game's meaningful actions (MinAtar/<id>-v1) instead of all 6 (-v0). Default: all 6, as in Young &
+    Tian 2019."""
+    max_episode_steps: Optional[int] = key(None, "[1, inf)")
+    """A time limit in agent steps (truncation); null: none, as MinAtar registers its games."""
+    frame_skip: int = key(1, "[1, 1]")
+    """Frames per agent step: 1 (MinAtar has no frame skip; frames = agent steps)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for gymnasium.make("MinAtar/<id>-v0", ...)."""
+    solved_return: Optional[float] = key(None, "any")
+    """A mean return that counts as solved: the default for stop.episode_return_mean (null: none)."""
+
+
 # ---------------------------------------------------------------- device
 
 

@@ -44,6 +44,7 @@ ON_POLICY = ("ppo", "a2c", "trpo", "impala", "appo")  # the actor-critic plans: 
 GRADIENT = ("ppo", "a2c", "impala", "appo")  # their update's info passes through learner_metrics (algos/base.py)
 VTRACE = ("impala", "appo")
 THREADED = ("apex", "impala", "appo")  # algo.learner=thread
+DQN_FAMILY = ("dqn", "c51", "qrdqn", "rainbow")  # DQN's plan and its distributional siblings'
 
 # ---------------------------------------------------------------------------------------------------- run loop
 # rlrun/app/run.py (RunLoop.report): every run, every report.
@@ -80,7 +81,7 @@ TIME_POSTPROCESS = _metric(stage_seconds("postprocess"), "seconds in the workers
                            "gradient; Ape-X: the n-step transitions and priorities) since the last report",
                            "executor")
 TIME_REPLAY = _metric(stage_seconds("replay"), "seconds storing into replay since the last report (DQN, SAC, "
-                      "Ape-X)", "executor")
+                      "TD3, DDPG, Ape-X)", "executor")
 TIME_REPLAY_WAIT = _metric(stage_seconds("replay_wait"), "seconds waiting for replay shards' answers since the "
                            "last report (Ape-X with replay shards)", "executor")
 TIME_LEARN = _metric(stage_seconds("learn"), "seconds learning (updates) since the last report", "executor")
@@ -103,18 +104,18 @@ REPLAY_SHARD_RESTARTS = _metric("executor/replay_shard_restarts", "replay shards
 LOSS_TOTAL = _metric("loss/total", "the loss the optimizer stepped on (the weighted sum of the terms below)",
                      "algorithm", *GRADIENT)
 GRAD_NORM = _metric("learn/grad_norm", "L2 norm of the gradient before clipping (with algo.max_grad_norm)",
-                    "algorithm", *GRADIENT)
+                    "algorithm", *GRADIENT, "pqn")
 LOSS_POLICY = _metric("loss/policy", "the policy-gradient (surrogate) loss term", "algorithm", *ON_POLICY)
 LOSS_VALUE = _metric("loss/value", "the value-function loss term", "algorithm", *ON_POLICY)
 ENTROPY = _metric("policy/entropy", "mean entropy of the policy's action distribution, nats", "algorithm",
                   *ON_POLICY, "sac")
 EXPLAINED_VARIANCE = _metric("value/explained_variance", "1 - Var[return - value] / Var[return] of the value "
                              "targets learnt on (1: perfect, 0: no better than a constant)", "algorithm", *ON_POLICY)
-LR = _metric("learn/lr", "the learning rate of the update (after its schedule)", "algorithm", *ON_POLICY)
+LR = _metric("learn/lr", "the learning rate of the update (after its schedule)", "algorithm", *ON_POLICY, "pqn")
 UPDATES = _metric("learn/updates", "updates so far: rollouts (or learner batches) learnt on", "algorithm",
-                  *ON_POLICY)
+                  *ON_POLICY, "pqn")
 GRADIENT_STEPS = _metric("learn/gradient_steps", "gradient steps (optimizer updates) so far", "algorithm",
-                         "ppo", "a2c", "trpo", "impala", "appo", "dqn", "sac", "apex")
+                         "ppo", "a2c", "trpo", "impala", "appo", *DQN_FAMILY, "sac", "apex", "td3", "ddpg", "pqn")
 POLICY_LAG_MEAN = _metric("learn/policy_lag_mean", "mean number of updates between the weights that acted an "
                           "unroll and those that learn on it", "algorithm", *VTRACE)
 POLICY_LAG_MAX = _metric("learn/policy_lag_max", "largest such lag in the update", "algorithm", *VTRACE)
@@ -141,22 +142,28 @@ RHO_MEAN = _metric("vtrace/rho_mean", "mean importance ratio pi / mu of the lear
 RHO_CLIPPED_FRACTION = _metric("vtrace/rho_clipped_fraction", "fraction of importance ratios above "
                                "algo.clip_rho_threshold", "algorithm", "impala")
 
-LOSS_TD = _metric("loss/td", "mean TD loss of the gradient steps since the last training step (Huber or squared)",
-                  "algorithm", "dqn", "apex")
-EPSILON = _metric("explore/epsilon", "the epsilon of epsilon-greedy acting (after its schedule)", "algorithm", "dqn")
-REPLAY_SIZE = _metric("replay/size", "transitions held in replay", "algorithm", "dqn", "sac", "apex")
+LOSS_TD = _metric("loss/td", "mean TD loss of the gradient steps since the last training step (Huber or squared; "
+                  "the distributional ones': C51's cross-entropy, QR-DQN's quantile Huber loss)",
+                  "algorithm", *DQN_FAMILY, "apex", "pqn")
+EPSILON = _metric("explore/epsilon", "the epsilon of epsilon-greedy acting (after its schedule; 0 with noisy nets)",
+                  "algorithm", *DQN_FAMILY, "pqn")
+REPLAY_SIZE = _metric("replay/size", "transitions held in replay", "algorithm", *DQN_FAMILY, "sac", "apex", "td3",
+                      "ddpg")
 REPLAY_BETA = _metric("replay/beta", "the importance-sampling exponent of prioritised replay (after its schedule)",
-                      "algorithm", "dqn")
+                      "algorithm", *DQN_FAMILY)
 REPLAY_MAX_PRIORITY = _metric("replay/max_priority", "the largest priority in prioritised replay (new transitions "
-                              "get it)", "algorithm", "dqn")
+                              "get it)", "algorithm", *DQN_FAMILY)
 REPLAY_RATIO = _metric("replay/ratio", "transitions learnt on per env step so far (gradient steps x batch size / env "
                        "steps), algo.learner=thread", "algorithm", "apex")
 
-LOSS_CRITIC = _metric("loss/critic", "the twin critics' TD loss", "algorithm", "sac")
-LOSS_ACTOR = _metric("loss/actor", "the actor's loss (alpha log pi - min Q)", "algorithm", "sac")
+LOSS_CRITIC = _metric("loss/critic", "the critics' TD loss (SAC, TD3: both twins; DDPG: its one critic)", "algorithm",
+                      "sac", "td3", "ddpg")
+LOSS_ACTOR = _metric("loss/actor", "the actor's loss (SAC: alpha log pi - min Q; TD3, DDPG: -Q1(s, mu(s)), the mean "
+                     "of their delayed actor steps)", "algorithm", "sac", "td3", "ddpg")
 LOSS_TEMPERATURE = _metric("loss/temperature", "the temperature's loss (with automatic entropy tuning)", "algorithm",
                            "sac")
-Q_MEAN = _metric("q/mean", "mean of the twin critics' Q values on the batch", "algorithm", "sac")
+Q_MEAN = _metric("q/mean", "mean of the critics' Q values on the batch (of both twins: SAC, TD3)", "algorithm",
+                 "sac", "td3", "ddpg")
 ALPHA = _metric("policy/alpha", "the entropy temperature alpha before the step", "algorithm", "sac")
 
 # ---------------------------------------------------------------------------------------------------- learner thread

@@ -143,10 +143,22 @@ def _register_builtins(r: Registry) -> None:
                doc="APPO: IMPALA's asynchronous plan with PPO's clipped surrogate on V-trace advantages")
     r.register("algo", "sac", "rlrun.algos.sac:SAC", schema="rlrun.algos.sac_config:SACConfig",
                doc="SAC: soft actor-critic, twin Q, learned temperature; Box actions (Haarnoja et al. 2018)")
+    r.register("algo", "td3", "rlrun.algos.td3:TD3", schema="rlrun.algos.td3_config:TD3Config",
+               doc="TD3: twin critics, target policy smoothing, delayed actor; Box actions (Fujimoto et al. 2018)")
+    r.register("algo", "ddpg", "rlrun.algos.ddpg:DDPG", schema="rlrun.algos.ddpg_config:DDPGConfig",
+               doc="DDPG: deterministic actor, one critic, Gaussian noise; Box actions (Lillicrap et al. 2016)")
     r.register("algo", "trpo", "rlrun.algos.trpo:TRPO", schema="rlrun.algos.trpo_config:TRPOConfig",
                doc="TRPO: natural-gradient step in a KL trust region + line search (Schulman et al. 2015)")
     r.register("algo", "apex", "rlrun.algos.apex:ApeX", schema="rlrun.algos.apex_config:ApexConfig",
                doc="Ape-X DQN: per-actor epsilons, actor-side priorities, sharded prioritised replay (Horgan 2018)")
+    r.register("algo", "pqn", "rlrun.algos.pqn:PQN", schema="rlrun.algos.pqn_config:PQNConfig",
+               doc="PQN: vectorised Q(lambda) with a LayerNorm Q-network, no replay or target (Gallici et al. 2024)")
+    r.register("algo", "c51", "rlrun.algos.c51:C51", schema="rlrun.algos.c51_config:C51Config",
+               doc="C51: DQN on a categorical return distribution (Bellemare et al. 2017)")
+    r.register("algo", "qrdqn", "rlrun.algos.qrdqn:QRDQN", schema="rlrun.algos.qrdqn_config:QRDQNConfig",
+               doc="QR-DQN: DQN on quantiles of the return, quantile Huber loss (Dabney et al. 2018)")
+    r.register("algo", "rainbow", "rlrun.algos.rainbow:Rainbow", schema="rlrun.algos.rainbow_config:RainbowConfig",
+               doc="Rainbow: C51 + noisy nets + dueling + double Q + prioritised replay + n-step (Hessel et al. 2018)")
     r.register("algo", "multiagent", "rlrun.algos.multiagent:MultiAgent",
                schema="rlrun.algos.multiagent_config:MultiAgentConfig",
                doc="several policies in one multi-agent env, each trained by its own algorithm (env=pettingzoo)")
@@ -157,6 +169,8 @@ def _register_builtins(r: Registry) -> None:
                doc="a gymnasium MuJoCo continuous-control task (env=mujoco env.id=HalfCheetah-v5)")
     r.register("env", "atari", "rlrun.envs.atari:AtariEnvFactory", schema="rlrun.config:AtariEnvConfig",
                doc="an ALE Atari game under the DeepMind/IMPALA protocol (env=pong, env=atari env.game=...)")
+    r.register("env", "minatar", "rlrun.envs.minatar_env:MinAtarEnvFactory", schema="rlrun.config:MinAtarEnvConfig",
+               doc="a MinAtar game, 10x10 object channels (env=minatar env.id=Breakout; Young & Tian 2019)")
     r.register("env", "pettingzoo", "rlrun.envs.pettingzoo_env:PettingZooEnvFactory",
                schema="rlrun.config:PettingZooEnvConfig",
                doc="a PettingZoo multi-agent env, parallel API (env=pettingzoo env.id=mpe2.simple_spread_v3)")
@@ -183,6 +197,7 @@ def _register_builtins(r: Registry) -> None:
         ("network", "mlp", "networks:MLP"),
         ("network", "nature_cnn", "networks:NatureCNN"),
         ("network", "impala_resnet", "networks:ImpalaResNet"),
+        ("network", "minatar_cnn", "networks:MinAtarCNN"),
         ("network", "lstm_core", "networks:LSTMCore"),
         ("optimizer", "gradient_step", "optimizers:GradientStep"),
         ("optimizer", "multi_step", "optimizers:MultiStep"),

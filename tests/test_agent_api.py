@@ -154,7 +154,7 @@ def test_dqn_refuses_continuous_actions_at_build_time():
         rlrun.make_agent("dqn", gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Box(-1, 1, (1,), np.float32))
 
 
-@pytest.mark.parametrize("algo", ["dqn", "ppo", "a2c", "trpo", "impala", "appo", "sac"])
+@pytest.mark.parametrize("algo", ["dqn", "ppo", "a2c", "trpo", "impala", "appo", "sac", "pqn"])
 def test_every_algorithm_acts_observes_and_updates_in_an_applications_loop(algo: str, one_thread):
     """20 steps of 4 env copies (Pendulum for SAC, CartPole otherwise), then update(): a finite loss and moved
     weights. IMPALA and APPO learn from rollouts given to update(): the wrapper collects the observed steps."""

@@ -79,13 +79,15 @@ def test_a_preset_sets_real_keys_each_with_its_source(path: Path) -> None:
 
 
 def test_every_algo_has_its_option_and_its_schema_beside_it() -> None:
-    for name in ("dqn", "ppo", "a2c", "trpo", "sac", "impala", "appo", "apex"):
+    for name in ("dqn", "c51", "qrdqn", "rainbow", "ppo", "a2c", "trpo", "sac", "td3", "ddpg", "impala", "appo",
+                 "apex", "pqn"):
         assert (CONF / "algo" / f"{name}.yaml").exists()
         assert registry.schema("algo", name).__module__ == f"rlrun.algos.{name}_config"
     assert not [n for n in vars(C) if n.endswith("Config") and n[:-6].lower() in registry.names("algo")]
 
 
-@pytest.mark.parametrize("algo", ["dqn", "ppo", "a2c", "trpo", "sac", "impala", "appo", "apex"])
+@pytest.mark.parametrize("algo", ["dqn", "c51", "qrdqn", "rainbow", "ppo", "a2c", "trpo", "sac", "td3", "ddpg",
+                                  "impala", "appo", "apex", "pqn"])
 def test_a_composed_algo_node_is_its_schema_defaults(algo: str) -> None:
     """What ``algo=<name>`` composes is the schema's defaults, except the LR horizon, which follows the run's budget
     (``~algo_env``: without the (algo, env) preset, e.g. conf/algo_env/ppo_cartpole.yaml for the default env)."""

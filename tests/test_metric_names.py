@@ -29,9 +29,15 @@ RUNS = {
     "impala": ["algo=impala", "stop.env_steps=200"],
     "impala-thread": ["algo=impala", "algo.learner=thread", "stop.env_steps=400"],
     "appo-thread": ["algo=appo", "algo.learner=thread", "stop.env_steps=400"],
+    "c51": ["algo=c51", "algo.prioritized_replay=true", "algo.learning_starts=64", "stop.env_steps=256"],
+    "qrdqn": ["algo=qrdqn", "algo.prioritized_replay=true", "algo.learning_starts=64", "stop.env_steps=256"],
+    "rainbow": ["algo=rainbow", "algo.learning_starts=64", "stop.env_steps=256"],
     "apex": ["algo=apex", "algo.learning_starts=64", "stop.env_steps=320"],
     "apex-thread": ["algo=apex", "algo.learner=thread", "algo.learning_starts=64", "stop.env_steps=640"],
     "sac": ["algo=sac", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
+    "pqn": ["algo=pqn", "stop.env_steps=1"],
+    "td3": ["algo=td3", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
+    "ddpg": ["algo=ddpg", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
 }
 
 # Declared names no run above can report: Atari's whole games, the Ray executor's, replay shards', sweeps', and the

@@ -17,11 +17,17 @@ from rlrun import config as C
 from rlrun.algos.a2c_config import A2CConfig
 from rlrun.algos.apex_config import ApexConfig
 from rlrun.algos.appo_config import APPOConfig
+from rlrun.algos.c51_config import C51Config
+from rlrun.algos.ddpg_config import DDPGConfig
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.algos.impala_config import IMPALAConfig
 from rlrun.algos.multiagent_config import MultiAgentConfig
 from rlrun.algos.ppo_config import PPOConfig
+from rlrun.algos.pqn_config import PQNConfig
+from rlrun.algos.qrdqn_config import QRDQNConfig
+from rlrun.algos.rainbow_config import RainbowConfig
 from rlrun.algos.sac_config import SACConfig
+from rlrun.algos.td3_config import TD3Config
 from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.config import compose
 from rlrun.errors import ConfigError
@@ -31,8 +37,10 @@ from rlrun.schema import Interval, declaration, describe, field_docs, is_number_
 SCHEMAS: list[tuple[type, list[str], str]] = [
     (DQNConfig, ["algo=dqn"], "algo"), (PPOConfig, ["algo=ppo"], "algo"), (A2CConfig, ["algo=a2c"], "algo"),
     (TRPOConfig, ["algo=trpo"], "algo"), (SACConfig, ["algo=sac", "env=pendulum"], "algo"),
+    (TD3Config, ["algo=td3", "env=pendulum"], "algo"), (DDPGConfig, ["algo=ddpg", "env=pendulum"], "algo"),
     (IMPALAConfig, ["algo=impala"], "algo"), (APPOConfig, ["algo=appo"], "algo"),
-    (ApexConfig, ["algo=apex"], "algo"), (C.GymEnvConfig, [], "env"),
+    (ApexConfig, ["algo=apex"], "algo"), (C51Config, ["algo=c51"], "algo"), (QRDQNConfig, ["algo=qrdqn"], "algo"),
+    (RainbowConfig, ["algo=rainbow"], "algo"), (C.GymEnvConfig, [], "env"),
     (C.AtariEnvConfig, ["env=atari", "env.game=Pong"], "env"), (C.DeviceConfig, [], "device"),
     (C.LocalExecutorConfig, [], "executor"), (C.RayExecutorConfig, ["executor=ray"], "executor"),
     (C.TensorBoardConfig, [], "logger.tensorboard"), (C.MLflowConfig, [], "logger.mlflow"),
@@ -40,6 +48,7 @@ SCHEMAS: list[tuple[type, list[str], str]] = [
     (C.CheckpointConfig, [], "checkpoint"), (C.EvalConfig, [], "eval"), (C.ExportConfig, [], "export"),
     (C.SweepConfig, [], "sweep"), (C.RunConfig, [], ""),
     (MultiAgentConfig, ["env=pettingzoo"], "algo"), (C.PettingZooEnvConfig, ["env=pettingzoo"], "env"),
+    (PQNConfig, ["algo=pqn"], "algo"), (C.MinAtarEnvConfig, ["env=minatar"], "env"),
 ]
 
 

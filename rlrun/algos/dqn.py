@@ -24,6 +24,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.exploration import EpsilonGreedy
 from rlrun.components.losses import DQNLoss
 from rlrun.components.memories import ReplayMemory
+from rlrun.components.noisy import reset_noise, without_noise
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.optimizers import Synchronization, optimizer_step
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
@@ -38,23 +39,39 @@ class DQNLearner(Component):
     """What learns in DQN, and is Ape-X's learner too (``rlrun.algos.apex.ApexLearner``): the online and target
     Q-networks, the DQN loss, the target sync and the Adam optimizer. ``update`` takes one gradient step; acting
     without exploration is greedy in Q. ``memory``: the agent's own replay (:class:`DQNAgent`), or None where the
-    plan hands ``update`` its batches (Ape-X: from its replay shards)."""
+    plan hands ``update`` its batches (Ape-X: from its replay shards).
+
+    The distributional siblings (C51, QR-DQN: ``rlrun.algos.c51``, ``rlrun.algos.qrdqn``) change only what
+    :meth:`make_q_network`, :meth:`make_loss` and ``loss_of`` give: the replay, the step and the sync are these."""
 
     routes_updates = True
+    loss_of = staticmethod(q_loss)
+    """``(q, target_q, loss, (batch, weights)) -> (loss, {"td_error": per item})``: the learner's loss function."""
 
     def __init__(self, cfg: Any, name: str, adam_eps: float = 1e-8) -> None:
         """``cfg``: a DQN or Ape-X config (the keys of the networks, the loss, the sync and the step)."""
         super().__init__(name)
         self.cfg = cfg
         self.adam_eps = adam_eps
-        self.q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="q")
-        self.target_q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="target_q")
-        self.loss = DQNLoss(cfg.double_q, cfg.huber_delta)
+        # noisy nets (algo.noisy; a config without the key, Ape-X's, has none)
+        self.noisy = bool(getattr(cfg, "noisy", False))
+        self.q = self.make_q_network("q")
+        self.target_q = self.make_q_network("target_q")
+        self.loss = self.make_loss()
         self.target_sync = Synchronization(every=cfg.target_update_every, tau=cfg.tau)
         self.memory: Component | None = None
         # Set by the device strategy (rlrun.devices.apply_device_strategy) for device=replicas or
         # device.precision=bf16: a ReplicatedUpdate that takes the gradient step; None = the plain step.
         self.update_strategy: Any = None
+
+    def make_q_network(self, name: str) -> Component:
+        """The online or target network: obs -> Q-values ``[B, A]`` (``forward``)."""
+        cfg = self.cfg
+        return QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name=name, noisy=self.noisy,
+                        noisy_std=getattr(cfg, "noisy_std", 0.5))
+
+    def make_loss(self) -> Component:
+        return DQNLoss(self.cfg.double_q, self.cfg.huber_delta)
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         self.build_child(self.q, obs=obs, actions=actions)
@@ -95,11 +112,14 @@ class DQNLearner(Component):
             batch = _to(batch, device)
             weights = None if weights is None else torch.as_tensor(weights).to(device)
 
+        if self.noisy:  # a new noise sample for each network at each gradient step (CleanRL's rainbow_atari.py)
+            reset_noise(self.q)
+            reset_noise(self.target_q)
         if self.update_strategy is None:
-            loss, info = q_loss(self.q, self.target_q, self.loss, (batch, weights))
+            loss, info = self.loss_of(self.q, self.target_q, self.loss, (batch, weights))
             info.update(optimizer_step(self.optimizer, loss, self.cfg.max_grad_norm))
         else:  # device=replicas / device.precision=bf16: the same step, split into shards or under autocast
-            loss_fn = functools.partial(q_loss, self.q, self.target_q, self.loss)
+            loss_fn = functools.partial(self.loss_of, self.q, self.target_q, self.loss)
             info = self.update_strategy.step(self.optimizer, loss_fn, (batch, weights), self.cfg.max_grad_norm)
         if indices is not None:
             self.memory.update_priorities(indices, info["td_error"])
@@ -130,8 +150,10 @@ class DQNAgent(DQNLearner):
     learns_from = "observe"
 
     def __init__(self, cfg: DQNConfig, seed: int = 0) -> None:
-        super().__init__(cfg, "dqn_agent")
-        self.exploration = EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps)
+        super().__init__(cfg, "dqn_agent", adam_eps=cfg.adam_eps)
+        # noisy nets explore by their noise instead of epsilon-greedy (Fortunato et al. 2018): epsilon 0
+        self.exploration = (EpsilonGreedy(0.0, 0.0, 1) if cfg.noisy
+                            else EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps))
         if cfg.prioritized_replay:
             self.memory = PrioritizedReplayMemory(cfg.buffer_size, alpha=cfg.per_alpha, beta_start=cfg.per_beta_start,
                                                   beta_steps=cfg.per_beta_steps, seed=seed,
@@ -157,6 +179,9 @@ class DQNAgent(DQNLearner):
 
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        if self.noisy and not explore:  # greedy in the mean weights
+            with without_noise(self.q):
+                return self.q(obs).argmax(dim=-1)
         return self.exploration.get_actions(self.q(obs), explore)
 
     @api
@@ -205,7 +230,8 @@ class DQNAgent(DQNLearner):
 
 
 class DQN(Algorithm):
-    """The plan: sample from the worker set, store to replay, learn at the configured replay ratio."""
+    """The plan: sample from the worker set, store to replay, learn at the configured replay ratio. C51, QR-DQN and
+    Rainbow run it with their own ``agent_class``."""
 
     agent_class = DQNAgent
     takes_actions = DISCRETE
@@ -213,7 +239,7 @@ class DQN(Algorithm):
     @classmethod
     def make_agent(cls, cfg: DQNConfig, spec: EnvSpec, seed: int) -> DQNAgent:
         cls.check_env_actions(cfg, spec)
-        return DQNAgent(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
 
     def __init__(self, cfg: DQNConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         super().__init__(cfg, spec, executor, device, seed)

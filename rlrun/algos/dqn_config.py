@@ -22,6 +22,8 @@ class DQNConfig(Declared):
     name: str = "dqn"
     lr: float = key(1e-3, "(0, inf)")
     """Adam learning rate. Default: tuned for CartPole-v1 on 2 cores, see docs/algorithms/dqn.md."""
+    adam_eps: float = key(1e-8, "(0, inf)")
+    """Adam's epsilon. Default: torch's default (C51's and Rainbow's presets set their papers' larger ones)."""
     gamma: float = key(0.99, "(0, 1]")
     """Discount factor per agent step. Default: the usual CartPole value (horizon ~100 steps)."""
     batch_size: int = key(256, "[1, inf)")
@@ -66,6 +68,13 @@ class DQNConfig(Declared):
     """Torso: mlp (hidden_sizes, activation) | nature_cnn (Mnih et al. 2015) | impala_resnet (Espeholt et al. 2018)."""
     dueling: bool = False
     """Dueling Q head, Q = V + A - mean(A) (Wang et al. 2016, Eq. 9). """
+    noisy: bool = False
+    """Noisy nets (Fortunato et al. 2018): the Q head's linear layers carry learnt factorised Gaussian noise,
+    resampled at every gradient step, and exploration is that noise's (epsilon_* are unused: epsilon is 0); acting
+    without exploration uses the mean weights."""
+    noisy_std: float = key(0.5, "(0, inf)")
+    """sigma_0 of the noisy layers' initial noise scale, sigma = sigma_0 / sqrt(inputs). Default: Fortunato et al. 2018,
+    Sec. 3.2 (factorised noise)."""
     prioritized_replay: bool = False
     """Proportional prioritised replay (Schaul et al. 2016) instead of uniform replay."""
     per_alpha: float = key(0.6, "[0, 1]")

@@ -8,6 +8,7 @@ from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.components.base import Component, api
+from rlrun.components.noisy import linear_layer
 
 
 def in_float32(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -22,15 +23,17 @@ def in_float32(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 class QHead(Component):
-    """Linear action values Q(s, ·) for a Discrete action space: x [B, D] -> q [B, A]."""
+    """Linear action values Q(s, ·) for a Discrete action space: x [B, D] -> q [B, A]. ``noisy``: the linear layer is
+    a :class:`~rlrun.components.noisy.NoisyLinear` (noisy nets, Fortunato et al. 2018) of sigma_0 ``noisy_std``."""
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(self, name: str | None = None, noisy: bool = False, noisy_std: float = 0.5) -> None:
         super().__init__(name or "q_head")
+        self.noisy, self.noisy_std = bool(noisy), float(noisy_std)
 
     def _build(self, x: sp.Space, actions: sp.Space) -> None:
         self.require("x", x, kinds=(sp.Box,), rank=1, floating=True)
         self.require("actions", actions, kinds=(sp.Discrete,))
-        self.linear = nn.Linear(x.shape[0], actions.n)
+        self.linear = linear_layer(int(x.shape[0]), int(actions.n), self.noisy, self.noisy_std)
         self.output_spaces["get_q"] = sp.Box(-np.inf, np.inf, (int(actions.n),), np.float32)
 
     @api
@@ -58,11 +61,14 @@ class DuelingQHead(Component):
     :func:`dueling_q`. x ``[B, D]`` -> q ``[B, A]`` for a Discrete action space; a drop-in for :class:`QHead`.
     """
 
-    def __init__(self, hidden_size: int = 0, aggregation: str = "mean", name: str | None = None) -> None:
+    def __init__(self, hidden_size: int = 0, aggregation: str = "mean", name: str | None = None,
+                 noisy: bool = False, noisy_std: float = 0.5) -> None:
         """``hidden_size``: width of a hidden ReLU layer in each stream (Wang et al. used 512 on the conv features;
         0 = each stream is one linear layer on the torso's features); ``aggregation``: "mean" (Eq. 9, used in the
-        paper's experiments) or "max" (Eq. 8)."""
+        paper's experiments) or "max" (Eq. 8); ``noisy``: the streams' layers are noisy
+        (:class:`~rlrun.components.noisy.NoisyLinear` of sigma_0 ``noisy_std``)."""
         super().__init__(name or "dueling_q_head")
+        self.noisy, self.noisy_std = bool(noisy), float(noisy_std)
         if aggregation not in ("mean", "max"):
             raise ValueError(f"dueling aggregation '{aggregation}' is not one of mean, max")
         if hidden_size < 0:
@@ -72,8 +78,9 @@ class DuelingQHead(Component):
 
     def _stream(self, width: int, out: int) -> nn.Module:
         if not self.hidden_size:
-            return nn.Linear(width, out)
-        return nn.Sequential(nn.Linear(width, self.hidden_size), nn.ReLU(), nn.Linear(self.hidden_size, out))
+            return linear_layer(width, out, self.noisy, self.noisy_std)
+        return nn.Sequential(linear_layer(width, self.hidden_size, self.noisy, self.noisy_std), nn.ReLU(),
+                             linear_layer(self.hidden_size, out, self.noisy, self.noisy_std))
 
     def _build(self, x: sp.Space, actions: sp.Space) -> None:
         self.require("x", x, kinds=(sp.Box,), rank=1, floating=True)

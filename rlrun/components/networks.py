@@ -2,10 +2,12 @@
 
 - ``MLP`` (with ``FlattenObservation``): any (nested) observation of Box/Discrete/MultiBinary leaves.
 - ``NatureCNN`` (Mnih et al. 2015) and ``ImpalaResNet`` (Espeholt et al. 2018): channel-first images ``[C, H, W]``.
+- ``MinAtarCNN`` (Young & Tian 2019): MinAtar's small ``[C, 10, 10]`` grids of 0/1 object channels.
 - ``LSTMCore``: time-major sequences of features with episode-start resets (IMPALA / TorchBeast).
 - ``make_torso``: the feed-forward torso an ``algo.network`` names, through the registry's ``network`` kind (the
   one road: every algorithm's torso, and a plugin's own networks), or for ``auto`` the one the observation space
-  calls for (a uint8 image ``[C, H, W]``: the Nature CNN; anything else: an MLP).
+  calls for (a uint8 image ``[C, H, W]``: the Nature CNN; a bool one, MinAtar's object channels: the MinAtar CNN;
+  anything else: an MLP).
 """
 
 from __future__ import annotations
@@ -68,15 +70,18 @@ def _unsupported(name: str, key: str, leaf: sp.Space) -> Exception:
 
 
 class MLP(Component):
-    """Fully connected torso: flatten the observation, then Linear + activation per hidden size."""
+    """Fully connected torso: flatten the observation, then Linear (+ LayerNorm) + activation per hidden size."""
 
     def __init__(self, hidden_sizes: list[int] | tuple[int, ...] = (64, 64), activation: str = "relu",
-                 name: str | None = None) -> None:
+                 name: str | None = None, layer_norm: bool = False) -> None:
+        """``layer_norm``: a LayerNorm (Ba et al. 2016) between each Linear and its activation, what lets PQN learn
+        without a target network (Gallici et al. 2024, Section 4)."""
         super().__init__(name or "mlp")
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation '{activation}' is not one of {', '.join(ACTIVATIONS)}")
         self.hidden_sizes = list(hidden_sizes)
         self.activation = activation
+        self.layer_norm = bool(layer_norm)
         self.flatten = FlattenObservation("flatten")
 
     def _build(self, obs: sp.Space) -> None:
@@ -84,7 +89,8 @@ class MLP(Component):
         width = self.flatten.output_spaces["forward"].shape[0]
         layers: list[nn.Module] = []
         for size in self.hidden_sizes:
-            layers += [nn.Linear(width, size), ACTIVATIONS[self.activation]()]
+            layers += [nn.Linear(width, size), *([nn.LayerNorm(size)] if self.layer_norm else []),
+                       ACTIVATIONS[self.activation]()]
             width = size
         self.layers = nn.Sequential(*layers)
         self.output_spaces["forward"] = sp.Box(-np.inf, np.inf, (width,), np.float32)
@@ -195,6 +201,37 @@ class NatureCNN(_ImageTorso):
         )
 
 
+class MinAtarCNN(_ImageTorso):
+    """The network of the MinAtar paper (Young & Tian 2019, Section 4; MinAtar's examples/dqn.py): one conv of 16
+    3x3 filters, stride 1, no padding -> ReLU -> flatten -> fc ``hidden_size`` (128) -> ReLU: a quarter of the Nature
+    DQN's filters and units, for 10x10 inputs.
+
+    Input ``obs``: Box ``[C, H, W]`` channel-first, MinAtar's bool object channels (cast to 0./1.; uint8 would be
+    scaled by 1/255 as for any image torso). On MinAtar's ``[C, 10, 10]`` the conv gives 16x8x8 = 1024 features and
+    the torso has ``16 * (9C + 1) + 1024 * 128 + 128`` parameters (Breakout, C = 4: 131,792; worked out in the
+    tests). ``layer_norm``: a LayerNorm after the conv (over its channels and positions) and after the fc layer,
+    each before its ReLU: the MinAtar network of PQN (Gallici et al. 2024, purejaxql).
+    """
+
+    def __init__(self, hidden_size: int = 128, name: str | None = None, layer_norm: bool = False) -> None:
+        """``hidden_size``: width of the fully connected layer (128 in the paper)."""
+        super().__init__(name or "minatar_cnn")
+        self.hidden_size = int(hidden_size)
+        self.layer_norm = bool(layer_norm)
+
+    def _build_body(self, c: int, h: int, w: int) -> None:
+        oh, ow = _conv_out(h, 3, 1), _conv_out(w, 3, 1)
+        if oh < 1 or ow < 1:
+            raise self._too_small(h, w, oh, ow, min_size=3)
+        self.features = self.hidden_size
+        norm = self.layer_norm
+        self.body = nn.Sequential(
+            nn.Conv2d(c, 16, 3, stride=1), *([nn.LayerNorm([16, oh, ow])] if norm else []), nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(16 * oh * ow, self.hidden_size), *([nn.LayerNorm(self.hidden_size)] if norm else []), nn.ReLU(),
+        )
+
+
 class _ResidualBlock(nn.Module):
     """``x + conv(relu(conv(relu(x))))`` with 3x3 convs that keep the size (Espeholt et al. 2018, Fig. 3)."""
 
@@ -301,23 +338,42 @@ class LSTMCore(Component):
         return (outs[0] if len(outs) == 1 else torch.cat(outs)), (h[0], c[0])
 
 
+def auto_torso(obs: sp.Space) -> str:
+    """The torso ``algo.network=auto`` picks for ``obs``: ``nature_cnn`` for a uint8 image Box ``[C, H, W]``
+    (Atari frames), ``minatar_cnn`` for a bool one (MinAtar's object channels), ``mlp`` otherwise."""
+    if isinstance(obs, sp.Box) and len(obs.shape) == 3:
+        if np.dtype(obs.dtype) == np.uint8:
+            return "nature_cnn"
+        if np.dtype(obs.dtype) == np.bool_:
+            return "minatar_cnn"
+    return "mlp"
+
+
+LAYER_NORM_TORSOS = ("mlp", "minatar_cnn")  # the torsos that take layer_norm
+
+
 def make_torso(network: str, hidden_sizes: list[int], activation: str, name: str = "torso",
-               obs: sp.Space | None = None) -> Component:
+               obs: sp.Space | None = None, layer_norm: bool = False) -> Component:
     """The torso ``network`` names in the registry's ``network`` kind, built as ``name``: an MLP gets
-    ``hidden_sizes`` and ``activation``; ``auto`` picks ``nature_cnn`` for a uint8 image Box ``[C, H, W]`` and
-    ``mlp`` otherwise (it needs ``obs``). Only feed-forward torsos (obs -> features) qualify: a recurrent core is
-    the algorithm's own choice (IMPALA's ``use_lstm``)."""
+    ``hidden_sizes`` and ``activation``; ``auto`` picks one from ``obs`` (:func:`auto_torso`; it needs ``obs``).
+    ``layer_norm`` (PQN's): the MLP and the MinAtar CNN take it; another torso asked for it is a ConfigError. Only
+    feed-forward torsos (obs -> features) qualify: a recurrent core is the algorithm's own choice (IMPALA's
+    ``use_lstm``)."""
     if network == "auto":
         if obs is None:
             raise ConfigError("algo.network=auto needs the observation space to choose; name a torso instead.")
-        image = isinstance(obs, sp.Box) and len(obs.shape) == 3 and np.dtype(obs.dtype) == np.uint8
-        network = "nature_cnn" if image else "mlp"
+        network = auto_torso(obs)
     try:
         torso_class = registry.get("network", network)
     except RegistryError as e:
         raise ConfigError(f"algo.network={network}: {e}") from None
+    if layer_norm and torso_class not in (MLP, MinAtarCNN):
+        raise ConfigError(f"algo.layer_norm=true: the {network} torso has no LayerNorm option; use one of "
+                          f"{', '.join(LAYER_NORM_TORSOS)}, or algo.layer_norm=false.")
     if torso_class is MLP:
-        return MLP(list(hidden_sizes), activation, name=name)
+        return MLP(list(hidden_sizes), activation, name=name, layer_norm=layer_norm)
+    if torso_class is MinAtarCNN:
+        return MinAtarCNN(name=name, layer_norm=layer_norm)
     if not isinstance(torso_class, type) or not issubclass(torso_class, Component) or torso_class is LSTMCore:
         raise ConfigError(f"algo.network={network}: not a feed-forward torso (obs -> features); choose one of "
                           f"{', '.join(n for n in registry.names('network') if n != 'lstm_core')}"

@@ -27,15 +27,24 @@ class QNetwork(Component):
     """Torso + Q head (plain or dueling): obs -> Q(obs, ·)."""
 
     def __init__(self, network: str = "mlp", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
-                 activation: str = "relu", dueling: bool = False, name: str = "q") -> None:
-        """``network``, ``hidden_sizes``, ``activation``: the torso (see :func:`rlrun.components.networks.make_torso`);
+                 activation: str = "relu", dueling: bool = False, name: str = "q", layer_norm: bool = False,
+                 noisy: bool = False, noisy_std: float = 0.5) -> None:
+        """``network``, ``hidden_sizes``, ``activation``, ``layer_norm``: the torso (see
+        :func:`rlrun.components.networks.make_torso`; ``auto`` chooses it from the observation space at the build);
         ``dueling``: a :class:`~rlrun.components.heads.DuelingQHead` instead of a linear
-        :class:`~rlrun.components.heads.QHead`."""
+        :class:`~rlrun.components.heads.QHead`; ``noisy``: the head's layers are noisy (sigma_0 ``noisy_std``)."""
         super().__init__(name)
-        self.torso = make_torso(network, list(hidden_sizes), activation, "torso")
-        self.head = DuelingQHead(name="q_head") if dueling else QHead("q_head")
+        self._torso_args = (network, list(hidden_sizes), activation, layer_norm)
+        # a named torso is made now (a bad name fails before the build); auto waits for the observation space
+        self.torso = None if network == "auto" else make_torso(network, list(hidden_sizes), activation, "torso",
+                                                               layer_norm=layer_norm)
+        self.head = (DuelingQHead(name="q_head", noisy=noisy, noisy_std=noisy_std) if dueling
+                     else QHead("q_head", noisy=noisy, noisy_std=noisy_std))
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        if self.torso is None:
+            network, hidden_sizes, activation, layer_norm = self._torso_args
+            self.torso = make_torso(network, hidden_sizes, activation, "torso", obs=obs, layer_norm=layer_norm)
         self.build_child(self.torso, obs=obs)
         self.build_child(self.head, x=self.torso.output("forward"), actions=actions)
         self.output_spaces["forward"] = self.head.output_spaces["get_q"]

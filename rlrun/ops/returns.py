@@ -28,7 +28,7 @@ import torch
 
 from rlrun.ops.checks import check_shape, check_time_major
 
-__all__ = ["discounted_returns", "gae", "nstep_returns", "truncation_aware_gae"]
+__all__ = ["discounted_returns", "gae", "nstep_returns", "q_lambda_returns", "truncation_aware_gae"]
 
 
 # --------------------------------------------------------------------------- #
@@ -330,3 +330,59 @@ def nstep_returns(
         partial + bootstrap_discounts * next_values.gather(0, next_index),
     )
     return returns, bootstrap_discounts, next_index
+
+
+# --------------------------------------------------------------------------- #
+# Q(lambda) returns (PQN)
+# --------------------------------------------------------------------------- #
+
+
+def q_lambda_returns(rewards: torch.Tensor, next_values: torch.Tensor, terminated: torch.Tensor,
+                     truncated: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
+    r"""Peng's Q(lambda) returns over a rollout (Peng & Williams 1996; the target of PQN, Gallici et al. 2024,
+    "Simplifying Deep Temporal Difference Learning", Eq. 7 and Algorithm 1), by a backward recursion:
+
+    .. math::
+
+        G_t = r_t + \gamma (1 - \mathrm{term}_t)
+              \big[(1 - \lambda_t) \max_a Q(s'_t, a) + \lambda_t G_{t+1}\big], \qquad
+        \lambda_t = \lambda (1 - \mathrm{done}_t) \text{ for } t < T - 1, \quad \lambda_{T-1} = 0
+
+    where :math:`s'_t` is the *real* observation after step ``t`` (an episode's final observation where it ended
+    at ``t``) and ``done = terminated | truncated``. A termination has no bootstrap; a time-limit truncation
+    bootstraps from :math:`\max_a Q(s'_t, a)` (Pardo et al. 2018) but the lambda-chain is cut there, as at the last
+    step of the rollout, because the next row is another episode (or not collected yet). ``lam=0`` gives the
+    one-step Q-learning target, ``lam=1`` the discounted return bootstrapped at the episode's or rollout's end.
+
+    (CleanRL's ``pqn.py`` cuts only the bootstrap term at an episode's end, carrying ``lam * G_{t+1}`` of the next
+    episode across it; the paper's reference implementation, purejaxql, cuts the chain, as here.)
+
+    Args:
+        rewards: ``[T, B]`` reward of step ``t``.
+        next_values: ``[T, B]`` :math:`\max_a Q(s'_t, a)`. Where the episode goes on, :math:`s'_t` is
+            :math:`s_{t+1}`; the entries at terminations are never read.
+        terminated: ``[T, B]`` bool or 0/1, the episode ended at step ``t`` (no bootstrap).
+        truncated: ``[T, B]`` bool or 0/1, a time limit cut the episode at step ``t`` (bootstrap, chain cut);
+            where both flags are set, termination wins.
+        gamma: discount per agent step.
+        lam: :math:`\lambda \in [0, 1]`.
+
+    Returns:
+        ``[T, B]`` the targets :math:`G_t` (as differentiable as ``next_values``: detach them, or call under
+        ``torch.no_grad()``, for fixed targets).
+    """
+    T, B = check_time_major("rewards", rewards)
+    check_shape("next_values", next_values, (T, B), "rewards")
+    check_shape("terminated", terminated, (T, B), "rewards")
+    check_shape("truncated", truncated, (T, B), "rewards")
+    term = terminated != 0
+    keep = 1.0 - (term | (truncated != 0)).to(rewards.dtype)  # 0 where the chain is cut
+    returns = torch.empty_like(rewards)
+    chain = next_values[-1]  # G_T: the last step's lambda-mix is all bootstrap
+    for t in range(T - 1, -1, -1):
+        lam_t = lam * keep[t] if t < T - 1 else torch.zeros_like(keep[t])
+        mix = (1.0 - lam_t) * next_values[t] + lam_t * chain
+        # torch.where, not a product with 0: a non-finite value at a terminal step cannot leak into the target
+        chain = rewards[t] + torch.where(term[t], torch.zeros_like(mix), gamma * mix)
+        returns[t] = chain
+    return returns
