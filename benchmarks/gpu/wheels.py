@@ -37,6 +37,7 @@ NOT_CARRIED = {
     "sqlalchemy": "MLflow's store", "alembic": "MLflow's store",
     "mujoco": "no MuJoCo stage in the kit", "pettingzoo": "no multi-agent stage", "mpe2": "no multi-agent stage",
     "hydra-joblib-launcher": "no sweeps in the kit",
+    "minatar": "no MinAtar stage in the kit (it would also pull pandas, seaborn and matplotlib)",
 }
 
 

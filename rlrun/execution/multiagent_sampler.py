@@ -25,6 +25,7 @@ are kept for them. Episodes (per agent: its return and length) and agent steps a
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -35,12 +36,15 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.envs.pettingzoo_state import pettingzoo_env_state, set_pettingzoo_env_state
-from rlrun.errors import CheckpointError, RlrunError
+from rlrun.errors import CheckpointError, RlrunError, one_line
+from rlrun.execution.ray_placement import await_placement, lost_errors, node_may_be_gone, worker_strategy
 from rlrun.execution.rollout_worker import acting_seed
 from rlrun.execution.sample_batch import SampleBatch, map_nest, stack_nests
 from rlrun.execution.worker_set import from_wire, set_policy_weights, to_wire
 from rlrun.ops.action_mask import action_mask_of
 from rlrun.plain_data import decode, encode
+
+log = logging.getLogger(__name__)
 
 MAX_IDLE_STEPS = 100_000
 """Env steps a requested column may go without a step of its own before sampling gives up (an agent that never
@@ -426,14 +430,18 @@ class RemoteSampler:
         self._args = (env_factory, num_envs, seed, factories, agent_policy, spaces, collect)
         self._weights: dict[str, Any] = {}  # the last weights sent per policy: a replacement gets them
         self._node: str | None = None
-        self.actor = self._start(frozenset())
+        self.actor: Any = None
+        try:
+            self.actor = self._start(frozenset())
+        except lost_errors() as e:
+            if getattr(e, "actor_init_failed", False):  # its constructor raised: a bad build, not a loss
+                raise
+            self._restart(e)  # its process or node went while it started
 
     def _start(self, avoid: frozenset[str]) -> Any:
         """A sampler actor, on no node in ``avoid``, with the last weights of every policy; a replacement (after
         ``r`` restarts of the run's actors) seeds its env copies past every seed used so far."""
         import ray
-
-        from rlrun.execution.ray_placement import await_placement, worker_strategy
 
         env_factory, num_envs, seed, *rest = self._args
         r = int(self.executor.restarts)
@@ -449,12 +457,7 @@ class RemoteSampler:
         """Replace the sampler (its process or its node died): new env copies, the last weights, the steps it held
         lost; counted in ``executor/worker_restarts`` within ``executor.max_worker_restarts``. A replacement that
         dies while starting is one more loss."""
-        import logging
-
         import ray
-
-        from rlrun.errors import one_line
-        from rlrun.execution.ray_placement import lost_errors, node_may_be_gone
 
         avoid: set[str] = set()
         here = ray.get_runtime_context().get_node_id()
@@ -465,8 +468,8 @@ class RemoteSampler:
                 raise RlrunError(f"the multi-agent sampler died ({one_line(error)}) and the run has restarted its "
                                  f"actors {ex.restarts - 1} times already (executor.max_worker_restarts="
                                  f"{self.cfg.max_worker_restarts}); stopping.") from error
-            logging.getLogger(__name__).warning("the multi-agent sampler died (%s); starting a new one (restart %d)",
-                                                one_line(error), ex.restarts)
+            log.warning("the multi-agent sampler died (%s); starting a new one (restart %d)", one_line(error),
+                        ex.restarts)
             if node_may_be_gone(error) and self._node not in (None, here):
                 avoid.add(self._node)
             try:
@@ -481,8 +484,6 @@ class RemoteSampler:
 
     def _call(self, method: str, *args: Any) -> Any:
         import ray
-
-        from rlrun.execution.ray_placement import lost_errors
 
         while True:
             try:
@@ -521,8 +522,6 @@ class RemoteSampler:
 
     def set_weights(self, pid: str, weights: Any) -> None:
         import ray
-
-        from rlrun.execution.ray_placement import lost_errors
 
         self._weights[pid] = to_wire(weights)
         try:

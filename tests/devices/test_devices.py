@@ -160,7 +160,8 @@ def test_bf16_reaches_impala_and_appo_through_their_gradient_step(algo: str) -> 
     assert {d for name, d in dtypes if name == "head"} == {torch.float32}
     replicas = compose([f"algo={algo}", "device=replicas", "device.num_replicas=2"]).device
     with pytest.raises(ConfigError, match=r"so device=replicas is not available for it \(replicas are for algo=a2c, "
-                                          r"apex, dqn, ppo; bf16 also for algo=appo, impala\)"):
+                                          r"apex, c51, dqn, ppo, pqn, qrdqn, rainbow; bf16 also for algo=appo, "
+                                          r"impala\)"):
         apply_device_strategy(replicas, plan)
 
 
@@ -416,7 +417,8 @@ def test_a_run_with_replicas_and_a_device_map(tmp_path: Path) -> None:
 def test_replicas_for_an_agent_without_the_update_hook_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"does not route its update through the device strategy, so device=replicas "
                                           r"and device.precision=bf16 are not available for it \(replicas are for "
-                                          r"algo=a2c, apex, dqn, ppo; bf16 also for algo=appo, impala\)"):
+                                          r"algo=a2c, apex, c51, dqn, ppo, pqn, qrdqn, rainbow; bf16 also for "
+                                          r"algo=appo, impala\)"):
         run_experiment(compose(["algo=trpo", "device=replicas", "device.num_replicas=2", "stop.env_steps=300",
                                 "logger=none", "export.formats=[]"]), tmp_path / "run")
 
