@@ -99,11 +99,12 @@ class ContinuousOffPolicyAgent(Component):
         self.output_spaces["get_actions"] = actions
 
     def _build_networks(self, obs: sp.Space, unit: sp.Box) -> None:
-        """Build the networks from the observation space and the normalised action space; create the optimizers."""
+        """Build the networks from the observation space and the normalised action space; create the optimizers.
+        An abstract hook: SAC's agent and :class:`DeterministicPolicyAgent` (TD3's, DDPG's) define it."""
         raise NotImplementedError
 
     def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """The optimizers by name (their state goes into checkpoints)."""
+        """The optimizers by name (their state goes into checkpoints). An abstract hook, as ``_build_networks``."""
         raise NotImplementedError
 
     def get_extra_state(self) -> Any:
@@ -196,10 +197,11 @@ class DeterministicPolicyAgent(ContinuousOffPolicyAgent):
         self.register_buffer("critic_steps", torch.zeros((), dtype=torch.int64))
 
     def make_critic(self, hidden_sizes: list[int], activation: str, name: str) -> Component:
+        """The critic (and, called again, its target copy). An abstract hook: TD3's twin critics, DDPG's one."""
         raise NotImplementedError
 
     def q1(self, obs: Any, actions: torch.Tensor) -> torch.Tensor:
-        """The (first) critic's ``Q(s, a)`` ``[B]``: what the actor ascends."""
+        """The (first) critic's ``Q(s, a)`` ``[B]``: what the actor ascends. An abstract hook, as ``make_critic``."""
         raise NotImplementedError
 
     def _build_networks(self, obs: sp.Space, unit: sp.Box) -> None:
