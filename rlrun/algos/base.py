@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar
 
 import numpy as np
@@ -13,7 +14,7 @@ from rlrun import spaces as sp
 from rlrun.algos.multiagent_config import shared_policy_config
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError, RlrunError
-from rlrun.metric_names import GRAD_NORM, LOSS_TOTAL
+from rlrun.metric_names import GRAD_NORM, GRADIENT_STEPS, LOSS_TOTAL, REPLAY_SIZE
 from rlrun.registry import registry
 
 LEARNER_METRIC_NAMES = {"loss": LOSS_TOTAL, "grad_norm": GRAD_NORM}
@@ -149,6 +150,79 @@ class Algorithm(ABC):
 
     def stop(self) -> None:
         self.executor.stop()
+
+
+class ReplayPlan(Algorithm):
+    """The plan of the replay learners (DQN and its siblings; SAC, TD3 and DDPG): sample ``rollout_steps`` agent
+    steps of every env copy, store them in the agent's replay, and once ``learning_starts`` env steps are stored take
+    the gradient steps the replay ratio owes (:meth:`updates_owed`; a fraction carries over to the next call).
+
+    A subclass names its ``agent_class`` (built from the config, a seed and the env's spaces; ``update()`` takes one
+    gradient step and returns its info, ``memory`` is its replay), :meth:`store` where the agent's storing differs,
+    and :meth:`report` for its metrics. Remote workers act with a copy built from :meth:`acting_config` (no replay
+    storage); weights reach them by ``sync_weights``."""
+
+    @classmethod
+    def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> Any:
+        cls.check_env_actions(cfg, spec)
+        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+
+    @classmethod
+    def acting_config(cls, cfg: Any) -> Any:
+        """The config of a worker's acting copy: the learner's, with a replay of one item."""
+        return replace(cfg, buffer_size=1)
+
+    def __init__(self, cfg: Any, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
+        super().__init__(cfg, spec, executor, device, seed)
+        self.agent = self.make_agent(cfg, spec, seed).to(device)
+        self.policy_factory = functools.partial(type(self).make_agent, self.acting_config(cfg), spec)
+        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
+        self.timer = executor.timer
+        self.env_steps = 0
+        self.gradient_steps = 0
+        self.update_budget = 0.0  # gradient steps owed (fractional carry-over)
+
+    def updates_owed(self, env_steps: int) -> float:
+        """Gradient steps ``env_steps`` new env steps owe at the replay ratio: one per ``train_every``."""
+        return env_steps / self.cfg.train_every
+
+    def store(self, batch: Any) -> None:
+        """Put a worker's ``SampleBatch`` into the agent's replay."""
+        self.agent.observe(*batch.transitions())
+
+    def report(self, result: IterationResult, infos: list[dict[str, Any]]) -> None:
+        """Put the metrics of this step's updates (``infos``, one per gradient step) into ``result``."""
+
+    def training_step(self) -> IterationResult:
+        result = IterationResult()
+        for batch in self.workers.sample(self.cfg.rollout_steps):
+            with self.timer("replay"):
+                self.store(batch)
+            result.add_batch(batch)
+        self.env_steps += result.env_steps
+        if self.env_steps < self.cfg.learning_starts:
+            return result
+        self.update_budget += self.updates_owed(result.env_steps)
+        infos = []
+        with self.timer("learn"):
+            while self.update_budget >= 1.0:
+                infos.append(self.agent.update())
+                self.update_budget -= 1.0
+        self.gradient_steps += len(infos)
+        self.report(result, infos)
+        result.metrics[REPLAY_SIZE] = self.agent.memory.size()
+        result.metrics[GRADIENT_STEPS] = self.gradient_steps
+        return result
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent.state_dict(), "env_steps": self.env_steps,
+                "gradient_steps": self.gradient_steps, "update_budget": self.update_budget}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.env_steps = int(state["env_steps"])
+        self.gradient_steps = int(state["gradient_steps"])
+        self.update_budget = float(state["update_budget"])
 
 
 class ThreadedLearner:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from rlrun import spaces as sp
-from rlrun.algos.base import DISCRETE, Algorithm, IterationResult
+from rlrun.algos.base import DISCRETE, IterationResult, ReplayPlan
 from rlrun.algos.dqn_config import DQNConfig
 from rlrun.components.base import Component, api
 from rlrun.components.exploration import EpsilonGreedy
@@ -31,7 +31,7 @@ from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.components.q_network import QNetwork, q_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
-from rlrun.metric_names import EPSILON, GRADIENT_STEPS, LOSS_TD, REPLAY_BETA, REPLAY_MAX_PRIORITY, REPLAY_SIZE
+from rlrun.metric_names import EPSILON, LOSS_TD, REPLAY_BETA, REPLAY_MAX_PRIORITY
 from rlrun.ops.action_mask import MASK_KEY
 
 
@@ -216,80 +216,38 @@ class DQNAgent(DQNLearner):
     def get_weights(self) -> dict[str, torch.Tensor]:
         """The online Q-network and the epsilon schedule's step (so a remote worker's exploration decays with the
         learner's env-step count)."""
-        weights = super().get_weights()
-        weights["exploration.timestep"] = self.exploration.timestep.detach().clone()
-        return weights
+        return self.exploration.with_step(super().get_weights())
 
     @api
     def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        weights = dict(weights)
-        timestep = weights.pop("exploration.timestep", None)
-        super().set_weights(weights)
-        if timestep is not None:
-            self.exploration.timestep.copy_(timestep)
+        super().set_weights(self.exploration.take_step(weights))
 
 
-class DQN(Algorithm):
-    """The plan: sample from the worker set, store to replay, learn at the configured replay ratio. C51, QR-DQN and
-    Rainbow run it with their own ``agent_class``."""
+class DQN(ReplayPlan):
+    """The plan (:class:`~rlrun.algos.base.ReplayPlan`): sample from the worker set, store to replay, learn at the
+    configured replay ratio. C51, QR-DQN and Rainbow run it with their own ``agent_class``."""
 
     agent_class = DQNAgent
     takes_actions = DISCRETE
 
     @classmethod
-    def make_agent(cls, cfg: DQNConfig, spec: EnvSpec, seed: int) -> DQNAgent:
-        cls.check_env_actions(cfg, spec)
-        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+    def acting_config(cls, cfg: DQNConfig) -> DQNConfig:
+        return replace(cfg, buffer_size=1, n_step=1, prioritized_replay=False, frames_per_record=None)
 
     def __init__(self, cfg: DQNConfig, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
         super().__init__(cfg, spec, executor, device, seed)
-        self.agent = self.make_agent(cfg, spec, seed).to(device)
-        # Remote workers build a small acting copy (no replay storage) and get weights by sync_weights.
-        acting_cfg = replace(cfg, buffer_size=1, n_step=1, prioritized_replay=False, frames_per_record=None)
-        self.policy_factory = functools.partial(type(self).make_agent, acting_cfg, spec)
-        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
         if cfg.n_step > 1 and getattr(self.workers, "num_workers", 1) > 1:
             self.workers.stop()
             raise ConfigError(f"algo.n_step={cfg.n_step} with {self.workers.num_workers} workers: the n-step "
                               f"aggregator follows one worker's env copies. Use one worker or algo.n_step=1.")
-        self.timer = executor.timer
-        self.env_steps = 0
-        self.gradient_steps = 0
-        self.update_budget = 0.0  # gradient steps owed at the replay ratio (fractional carry-over)
 
-    def training_step(self) -> IterationResult:
-        result = IterationResult()
-        for batch in self.workers.sample(self.cfg.rollout_steps):
-            with self.timer("replay"):
-                self.agent.observe_batch(batch)
-            result.add_batch(batch)
-        self.env_steps += result.env_steps
-        if self.env_steps < self.cfg.learning_starts:
-            return result
-        self.update_budget += result.env_steps / self.cfg.train_every
-        losses = []
-        with self.timer("learn"):
-            while self.update_budget >= 1.0:
-                info = self.agent.update()
-                losses.append(info["loss"])
-                self.update_budget -= 1.0
-        self.gradient_steps += len(losses)
-        if losses:
-            result.metrics[LOSS_TD] = float(torch.stack(losses).mean())
+    def store(self, batch: Any) -> None:
+        self.agent.observe_batch(batch)
+
+    def report(self, result: IterationResult, infos: list[dict[str, Any]]) -> None:
+        if infos:
+            result.metrics[LOSS_TD] = float(torch.stack([info["loss"] for info in infos]).mean())
         result.metrics[EPSILON] = self.agent.exploration.epsilon()
-        result.metrics[REPLAY_SIZE] = self.agent.memory.size()
         if self.cfg.prioritized_replay:
             result.metrics[REPLAY_BETA] = self.agent.memory.beta()
             result.metrics[REPLAY_MAX_PRIORITY] = self.agent.memory.max_priority
-        result.metrics[GRADIENT_STEPS] = self.gradient_steps
-        return result
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent.state_dict(), "env_steps": self.env_steps,
-                "gradient_steps": self.gradient_steps, "update_budget": self.update_budget}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agent.load_state_dict(state["agent"])
-        self.env_steps = int(state["env_steps"])
-        self.gradient_steps = int(state["gradient_steps"])
-        self.update_budget = float(state["update_budget"])

@@ -15,24 +15,21 @@ so replay and the critics see normalised actions.
 from __future__ import annotations
 
 import copy
-import functools
 from contextlib import contextmanager
-from dataclasses import replace
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 import torch
 from torch import nn
 
 from rlrun import spaces as sp
-from rlrun.algos.base import CONTINUOUS, Algorithm, IterationResult, check_action_space
+from rlrun.algos.base import CONTINUOUS, IterationResult, ReplayPlan, check_action_space
 from rlrun.components.base import Component, api
 from rlrun.components.continuous_networks import DeterministicActor
 from rlrun.components.memories import ReplayMemory
 from rlrun.components.optimizers import Synchronization, optimizer_step
-from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
-from rlrun.metric_names import GRADIENT_STEPS, LOSS_ACTOR, REPLAY_SIZE
+from rlrun.metric_names import LOSS_ACTOR
 
 # ---------------------------------------------------------------------------------------------------- losses
 
@@ -248,61 +245,19 @@ class DeterministicPolicyAgent(ContinuousOffPolicyAgent):
 # ---------------------------------------------------------------------------------------------------- plan
 
 
-class ContinuousOffPolicy(Algorithm):
-    """The plan (as DQN's): sample ``rollout_steps`` agent steps of every env copy, store them, then take
-    ``gradient_steps`` gradient steps per ``train_every`` env steps once ``learning_starts`` env steps are stored.
-    A subclass names its ``agent_class`` (built from the config, a seed and the env's spaces)."""
+class ContinuousOffPolicy(ReplayPlan):
+    """The plan (:class:`~rlrun.algos.base.ReplayPlan`, as DQN's): sample ``rollout_steps`` agent steps of every env
+    copy, store them, then take ``gradient_steps`` gradient steps per ``train_every`` env steps once
+    ``learning_starts`` env steps are stored. A subclass names its ``agent_class``."""
 
     takes_actions = CONTINUOUS
     agent_class: ClassVar[type[ContinuousOffPolicyAgent]]
 
-    @classmethod
-    def make_agent(cls, cfg: Any, spec: EnvSpec, seed: int) -> ContinuousOffPolicyAgent:
-        cls.check_env_actions(cfg, spec)
-        return cls.agent_class(cfg, seed).build(obs=spec.observation_space, actions=spec.action_space)
+    def updates_owed(self, env_steps: int) -> float:
+        return env_steps * self.cfg.gradient_steps / self.cfg.train_every
 
-    def __init__(self, cfg: Any, spec: EnvSpec, executor: Any, device: torch.device, seed: int) -> None:
-        super().__init__(cfg, spec, executor, device, seed)
-        self.agent = self.make_agent(cfg, spec, seed).to(device)
-        # Remote workers build an acting copy without replay storage; weights arrive by sync_weights.
-        self.policy_factory: Callable[[int], Component] = functools.partial(
-            type(self).make_agent, replace(cfg, buffer_size=1), spec)
-        self.workers = executor.worker_set(self.agent, device, policy_factory=self.policy_factory)
-        self.timer = executor.timer
-        self.env_steps = 0
-        self.gradient_steps = 0
-        self.update_budget = 0.0  # gradient steps owed (fractional carry-over)
-
-    def training_step(self) -> IterationResult:
-        result = IterationResult()
-        for batch in self.workers.sample(self.cfg.rollout_steps):
-            with self.timer("replay"):
-                self.agent.observe(*batch.transitions())
-            result.add_batch(batch)
-        self.env_steps += result.env_steps
-        if self.env_steps < self.cfg.learning_starts:
-            return result
-        self.update_budget += result.env_steps * self.cfg.gradient_steps / self.cfg.train_every
-        infos = []
-        with self.timer("learn"):
-            while self.update_budget >= 1.0:
-                infos.append(self.agent.update())
-                self.update_budget -= 1.0
-        self.gradient_steps += len(infos)
+    def report(self, result: IterationResult, infos: list[dict[str, Any]]) -> None:
         # each metric's mean over the steps that report it (TD3's and DDPG's actor loss: the delayed steps only)
         for key in dict.fromkeys(k for info in infos for k in info):
             if key != "loss":
                 result.metrics[key] = float(torch.stack([i[key] for i in infos if key in i]).mean())
-        result.metrics[REPLAY_SIZE] = self.agent.memory.size()
-        result.metrics[GRADIENT_STEPS] = self.gradient_steps
-        return result
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent.state_dict(), "env_steps": self.env_steps,
-                "gradient_steps": self.gradient_steps, "update_budget": self.update_budget}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agent.load_state_dict(state["agent"])
-        self.env_steps = int(state["env_steps"])
-        self.gradient_steps = int(state["gradient_steps"])
-        self.update_budget = float(state["update_budget"])

@@ -134,17 +134,11 @@ class PQNAgent(OnPolicyAgent):
     @api
     def get_weights(self) -> dict[str, torch.Tensor]:
         """The Q-network and the epsilon schedule's step (a remote worker explores with the learner's epsilon)."""
-        weights = super().get_weights()
-        weights["exploration.timestep"] = self.exploration.timestep.detach().clone()
-        return weights
+        return self.exploration.with_step(super().get_weights())
 
     @api
     def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        weights = dict(weights)
-        timestep = weights.pop("exploration.timestep", None)
-        super().set_weights(weights)
-        if timestep is not None:
-            self.exploration.timestep.copy_(timestep)
+        super().set_weights(self.exploration.take_step(weights))
 
 
 # ---------------------------------------------------------------------------------------------------- plan

@@ -79,3 +79,20 @@ class EpsilonGreedy(Component):
     @api
     def advance(self, env_steps: int) -> None:
         self.timestep += int(env_steps)
+
+    def with_step(self, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``weights`` (an agent's ``get_weights``) with this schedule's step added, so that a remote acting copy
+        explores with the learner's epsilon."""
+        return {**weights, STEP_KEY: self.timestep.detach().clone()}
+
+    def take_step(self, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Set the step from ``weights`` (when they carry one, :meth:`with_step`); the rest of them, to load."""
+        weights = dict(weights)
+        step = weights.pop(STEP_KEY, None)
+        if step is not None:
+            self.timestep.copy_(step)
+        return weights
+
+
+STEP_KEY = "exploration.timestep"
+"""The key of the schedule's step among an agent's weights."""
