@@ -179,7 +179,15 @@ def compare(a: Side, b: Side, metric: str, seed: int = 0) -> Comparison:
     if len(envs) == 1:
         needed = es.seeds_to_resolve(xs[0], ys[0])
     seeds = f"{n_a} seeds" if n_a == n_b else f"{n_a} and {n_b} seeds"
-    if improvement.low > 0.5:
+    separated = improvement.low > 0.5 or improvement.high < 0.5
+    if separated and min(n_a, n_b) < es.FEW_SEEDS:
+        # A percentile bootstrap of a handful of runs is too narrow (2 seeds a side, all of B above all of A, give
+        # [1, 1] though a rank test could not tell them apart): no claim below FEW_SEEDS.
+        ahead = "B" if improvement.low > 0.5 else "A"
+        verdict = (f"no claim at {seeds}: {ahead} is ahead and the interval of P(B > A), {improvement}, leaves out "
+                   f"0.5, but under {es.FEW_SEEDS} seeds a side a bootstrap interval is too narrow to trust. Run at "
+                   f"least {es.FEW_SEEDS} seeds per side.")
+    elif improvement.low > 0.5:
         verdict = f"B is better than A at {seeds}: P(B > A) = {improvement}, above 0.5."
     elif improvement.high < 0.5:
         verdict = f"B is worse than A at {seeds}: P(B > A) = {improvement}, below 0.5."

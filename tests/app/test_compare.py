@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import run_rlrun
 
+from rlrun.app.compare import Run, Side, compare
 from rlrun.app.sweep import configuration_table, configurations
+from rlrun.evaluation_stats import Interval
 
 TINY = ["stop.env_steps=300", "algo.learning_starts=100", "logger.console.enabled=false",
         "logger.report_interval_s=0"]
@@ -91,3 +93,26 @@ def test_configurations_group_seeds_and_warn_under_five() -> None:
     assert "| x | 5 | 3.00 [" in table and "| y | 1 | 7.00 (one seed) |" in table
     assert "Under 5 seeds (1 here)" in table
     assert "Under 5 seeds" not in configuration_table(rows[:1])
+
+
+def _side(label: str, scores: list[float], env: str = "gym:CartPole-v1") -> Side:
+    return Side(label, [Run(f"{label}{i}", env, s) for i, s in enumerate(scores)])
+
+
+def test_the_verdict_never_says_more_than_the_seeds_support() -> None:
+    """All of B above all of A: a claim at 5 seeds a side, none at 2 (the bootstrap gives [1, 1] either way); one
+    side of one run: no claim; overlapping scores: no detectable difference, with the seeds that would resolve it."""
+    metric = "episode/return_mean"
+    better = compare(_side("a", [1.0, 2.0, 3.0, 4.0, 5.0]), _side("b", [6.0, 7.0, 8.0, 9.0, 10.0]), metric)
+    assert better.improvement == Interval(1.0, 1.0, 1.0) and better.verdict.startswith("B is better than A at 5 seeds")
+    worse = compare(_side("a", [6.0, 7.0, 8.0, 9.0, 10.0]), _side("b", [1.0, 2.0, 3.0, 4.0, 5.0]), metric)
+    assert worse.verdict.startswith("B is worse than A at 5 seeds")
+    two = compare(_side("a", [1.0, 2.0]), _side("b", [6.0, 7.0]), metric)
+    assert two.verdict.startswith("no claim at 2 seeds: B is ahead")
+    assert compare(_side("a", [1.0]), _side("b", [6.0, 7.0]), metric).verdict.startswith(
+        "one run on a side cannot support a claim")
+    # A = 0, 2 against B = 1, 3: P(B > A) = 3/4 with an interval that holds 0.5; d = 1, pooled variance 2: 32 seeds
+    close = compare(_side("a", [0.0, 2.0]), _side("b", [1.0, 3.0]), metric)
+    assert close.improvement.value == pytest.approx(0.75) and close.seeds_needed == 32
+    assert close.verdict == ("no detectable difference at 2 seeds: the interval of P(B > A) holds 0.5; about 32 "
+                             "seeds per side would resolve a difference of this size.")
