@@ -1,13 +1,14 @@
 """``rlrun-plot <run dir | sweep dir> [--out FILE.png]``: learning curves and throughput, read from TensorBoard
 event files, written as a PNG.
 
-Left panel: ``episode/return_mean`` against frames (``counters/frames``: agent steps x frame skip); right panel:
-``perf/frames_per_s`` against frames. Runs are grouped by their overrides less the seed (the MLflow tag
-``rlrun.group`` of a sweep job), so a group is one setting over several seeds, each seed's curve linearly
-interpolated onto a common grid spanning the frames that every seed reached (``on_common_grid``). The return's line
-is the interquartile mean over seeds and its band the 95% bootstrap interval of that IQM (whole curves resampled,
-``rlrun/evaluation_stats.py``); throughput's is the mean ± standard deviation (population, ddof=0). A group of
-one run is drawn as it is, with no band.
+Left panel: ``episode/return_mean`` against frames (``counters/frames``: agent steps x frame skip); middle panel:
+``perf/frames_per_s`` against frames; right panel: each group's performance profile (the fraction of its runs whose
+final return exceeds tau, with its 95% bootstrap band, ``profiles``). Runs are grouped by their overrides less the
+seed (the MLflow tag ``rlrun.group`` of a sweep job), so a group is one setting over several seeds, each seed's
+curve linearly interpolated onto a common grid spanning the frames that every seed reached (``on_common_grid``).
+The return's line is the interquartile mean over seeds and its band the 95% bootstrap interval of that IQM (whole
+curves resampled, ``rlrun/evaluation_stats.py``); throughput's is the mean ± standard deviation (population,
+ddof=0). A group of one run is drawn as it is, with no band.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from rlrun.errors import RlrunError
-from rlrun.evaluation_stats import curve_band, iqm
+from rlrun.evaluation_stats import curve_band, iqm, performance_profile, performance_profile_band
 from rlrun.metric_names import FRAMES, FRAMES_PER_S, RETURN_MEAN
 
 # The curves drawn, by their TensorBoard tags: the metric names the run loop reports them under.
@@ -128,6 +129,20 @@ def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_PO
     return grid, ys.mean(axis=0), ys.std(axis=0)
 
 
+def profiles(finals: dict[str, np.ndarray], points: int = GRID_POINTS
+             ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Performance profiles of each group's final returns: ``(taus, {group: (fraction above tau, low, high)})``
+    with the 95% bootstrap band of each, over thresholds spanning every group's returns."""
+    everything = np.concatenate(list(finals.values()))
+    pad = 0.05 * float(np.ptp(everything)) or 1.0  # a little either side, so the profile shows its 1 and its 0
+    taus = np.linspace(everything.min() - pad, everything.max() + pad, points)
+    out = {}
+    for label, scores in finals.items():
+        low, high = performance_profile_band([scores], taus)
+        out[label] = (performance_profile([scores], taus), low, high)
+    return taus, out
+
+
 def group_runs(runs: list[RunCurves]) -> tuple[dict[str, list[RunCurves]], list[str]]:
     """Runs grouped by their overrides less the seed; the labels keep only the overrides that differ between
     groups. Returns ``({label: runs}, the overrides every run shares)``."""
@@ -163,10 +178,10 @@ def plot(path: Path, out: Path | None = None) -> tuple[Path, int, int]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig, axes = plt.subplots(1, 3, figsize=(19, 4.8))
     x_label = "frames" if all(r.x_is_frames for r in runs) else "env steps"
     for (label, members), color in zip(groups.items(), _colors(len(groups)), strict=True):
-        for ax, tag in zip(axes, (RETURN_TAG, FPS_TAG), strict=True):
+        for ax, tag in zip(axes[:2], (RETURN_TAG, FPS_TAG), strict=True):
             curves = [r.curves[tag] for r in members if tag in r.curves]
             if not curves:
                 continue
@@ -180,7 +195,22 @@ def plot(path: Path, out: Path | None = None) -> tuple[Path, int, int]:
                     label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
             if len(curves) > 1:
                 ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
-    for ax, tag in zip(axes, (RETURN_TAG, FPS_TAG), strict=True):
+    finals = {label: np.array([r.curves[RETURN_TAG][1][-1] for r in members if RETURN_TAG in r.curves])
+              for label, members in groups.items()}
+    finals = {label: f for label, f in finals.items() if f.size}
+    if finals:
+        taus, by_group = profiles(finals)
+        colors = dict(zip(groups, _colors(len(groups)), strict=True))
+        for label, (value, low, high) in by_group.items():
+            color = colors[label]
+            axes[2].plot(taus, value, color=color)
+            if finals[label].size > 1:
+                axes[2].fill_between(taus, low, high, color=color, alpha=0.2, linewidth=0)
+    axes[2].set_xlabel(f"final {RETURN_TAG} tau")
+    axes[2].set_ylabel("fraction of runs with final return > tau")
+    axes[2].set_title("performance profile (95% bootstrap band)")
+    axes[2].grid(alpha=0.3)
+    for ax, tag in zip(axes[:2], (RETURN_TAG, FPS_TAG), strict=True):
         ax.set_xlabel(x_label)
         ax.set_ylabel(tag)
         ax.grid(alpha=0.3)
