@@ -3,7 +3,8 @@
 A and B are each a sweep directory (one configuration over seeds), a run directory, a folder of run directories, or
 an MLflow run id (a sweep's parent run or one run; ``--tracking-uri``, else the default store). Each run's score
 is the final value of ``--metric`` (``episode/return_mean`` by default: the run's ``summary.json`` figure). The
-runs of a side are grouped by env; both sides must cover the same envs.
+runs of a side are grouped by env; both sides must cover the same envs, unless ``--normaliser`` puts every env on
+one scale (then sides of different envs are compared as one distribution of normalised scores each).
 
 Printed: each side's IQM with its 95% stratified-bootstrap interval, the IQM difference (per env), the probability
 of improvement P(B > A) with its interval, and a verdict that never says more than the interval does: B is
@@ -138,6 +139,43 @@ def read_mlflow(run_id: str, metric: str, tracking_uri: str | None) -> list[Run]
     return out
 
 
+def read_normaliser(path: str) -> dict[str, tuple[float, float]]:
+    """``{env: (low, high)}`` from a YAML or JSON file of ``<env id>: {low: L, high: H}`` (e.g. random and human
+    scores of Atari games): a score becomes ``(score - low) / (high - low)``, 0 at low and 1 at high."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+        table = {str(env): (float(v["low"]), float(v["high"])) for env, v in data.items()}
+    except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"--normaliser {path}: not a file of '<env id>: {{low: L, high: H}}' entries "
+                          f"({one_line(e)}).") from None
+    flat = [env for env, (low, high) in table.items() if high == low]
+    if flat:
+        raise ConfigError(f"--normaliser {path}: {flat[0]} has low == high: give two different scores.")
+    return table
+
+
+def normalised(side: Side, table: dict[str, tuple[float, float]]) -> Side:
+    """The side with every score and curve on its env's normalised scale (the env named by its id, the part after
+    ``<env name>:``, or in full)."""
+    runs = []
+    for r in side.runs:
+        key = r.env if r.env in table else r.env.partition(":")[2]
+        if key not in table:
+            raise ConfigError(f"--normaliser has no entry for {r.env} ({side.label}): add '{key}: {{low: L, high: "
+                              f"H}}' to it.")
+        low, high = table[key]
+        curve = None if r.curve is None else (r.curve[0], (r.curve[1] - low) / (high - low))
+        runs.append(Run(r.name, r.env, None if r.score is None else (r.score - low) / (high - low), curve))
+    return Side(side.label, runs)
+
+
+def pooled(side: Side) -> Side:
+    """The side's runs as one task: normalised scores of different envs, compared as one distribution."""
+    return Side(side.label, [Run(r.name, "all envs, normalised", r.score, r.curve) for r in side.runs])
+
+
 # ---------------------------------------------------------------- the comparison
 
 
@@ -163,7 +201,8 @@ def compare(a: Side, b: Side, metric: str, seed: int = 0) -> Comparison:
                               f"episodes).")
     if a.envs() != b.envs():
         raise ConfigError(f"A runs on {', '.join(a.envs())} and B on {', '.join(b.envs())}: returns of different "
-                          f"envs are not comparable. Compare runs of the same envs.")
+                          f"envs are not comparable. Compare runs of the same envs, or put them on one scale with "
+                          f"--normaliser FILE (each env's low and high score).")
     envs = a.envs()
     xs, ys = [a.scores(e) for e in envs], [b.scores(e) for e in envs]
     n_a, n_b = min(x.size for x in xs), min(y.size for y in ys)
@@ -264,10 +303,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"the PNG to write (default {DEFAULT_OUT})")
     parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
     parser.add_argument("--tracking-uri", default=None, help="the MLflow store of run ids (default: rlrun's)")
+    parser.add_argument("--normaliser", default=None,
+                        help="a YAML file of '<env id>: {low: L, high: H}': scores as (score - L) / (H - L)")
     args = parser.parse_args(argv)
     try:
         a = load_side(args.a, args.metric, args.tracking_uri)
         b = load_side(args.b, args.metric, args.tracking_uri)
+        if args.normaliser:
+            table = read_normaliser(args.normaliser)
+            a, b = normalised(a, table), normalised(b, table)
+            if a.envs() != b.envs():  # different envs: one scale makes their scores one distribution per side
+                a, b = pooled(a), pooled(b)
         result = compare(a, b, args.metric, args.seed)
     except RlrunError as e:
         print(f"rlrun compare: error: {e}", file=sys.stderr)

@@ -116,3 +116,32 @@ def test_the_verdict_never_says_more_than_the_seeds_support() -> None:
     assert close.improvement.value == pytest.approx(0.75) and close.seeds_needed == 32
     assert close.verdict == ("no detectable difference at 2 seeds: the interval of P(B > A) holds 0.5; about 32 "
                              "seeds per side would resolve a difference of this size.")
+
+
+def test_a_normaliser_puts_different_envs_on_one_scale(tmp_path: Path) -> None:
+    """CartPole low 0 high 500, MountainCar low -200 high -100: 250 -> 0.5, -150 -> 0.5. Sides on different envs are
+    pooled into one normalised distribution each."""
+    from rlrun.app.compare import normalised, pooled, read_normaliser
+
+    path = tmp_path / "norm.yaml"
+    path.write_text("CartPole-v1: {low: 0, high: 500}\nMountainCar-v0: {low: -200, high: -100}\n")
+    table = read_normaliser(str(path))
+    a = normalised(_side("a", [250.0, 500.0]), table)
+    b = normalised(_side("b", [-150.0, -100.0], env="gym:MountainCar-v0"), table)
+    assert [r.score for r in a.runs] == [0.5, 1.0] and [r.score for r in b.runs] == [0.5, 1.0]
+    same = compare(pooled(a), pooled(b), "episode/return_mean")
+    assert same.improvement.value == pytest.approx(0.5) and same.envs == ["all envs, normalised"]
+    from rlrun.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no entry for gym:Acrobot-v1"):
+        normalised(_side("c", [1.0], env="gym:Acrobot-v1"), table)
+    path.write_text("CartPole-v1: {low: 1, high: 1}\n")
+    with pytest.raises(ConfigError, match="low == high"):
+        read_normaliser(str(path))
+
+
+def test_different_envs_compare_with_a_normaliser_file(work: Path) -> None:
+    (work / "norm.yaml").write_text("CartPole-v1: {low: 0, high: 500}\nMountainCar-v0: {low: -200, high: -100}\n")
+    proc = run_rlrun(["compare", "a", "mountaincar", "--normaliser", "norm.yaml", "--out", "norm.png"], work)
+    assert proc.returncode == 0, proc.stderr
+    assert "envs: all envs, normalised" in proc.stdout and "B mountaincar: 1 seed" in proc.stdout
