@@ -181,6 +181,9 @@ def pooled(side: Side) -> Side:
 
 @dataclass
 class Comparison:
+    """What ``rlrun compare`` found: the seeds of each side (the fewest of any env), the IQMs, the probability of
+    improvement (None with one seed a side), the seeds a difference would need, and the verdict in words."""
+
     envs: list[str]
     seeds_a: int
     seeds_b: int
@@ -240,6 +243,7 @@ def compare(a: Side, b: Side, metric: str, seed: int = 0) -> Comparison:
 
 def report(c: Comparison, a: Side, b: Side, metric: str) -> str:
     few = min(c.seeds_a, c.seeds_b) < es.FEW_SEEDS
+
     def side(name: str, label: str, seeds: int, iqm: es.Interval) -> str:
         if seeds < 2:
             return f"{name} {label}: 1 seed, score {iqm.value:.4g} (no interval from one seed)"
