@@ -299,7 +299,7 @@ def plot_curves(a: Side, b: Side, metric: str, out: Path, seed: int = 0) -> bool
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="rlrun compare",
-        description="Does B beat A? Probability of improvement, IQM difference with 95%% stratified-bootstrap "
+        description="Does B beat A? Probability of improvement, IQM difference with 95% stratified-bootstrap "
                     "intervals, a verdict, and a PNG of the two learning curves.")
     parser.add_argument("a", help="sweep directory, run directory or MLflow run id")
     parser.add_argument("b", help="sweep directory, run directory or MLflow run id")

@@ -242,7 +242,7 @@ def _colors(n: int) -> list:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="rlrun-plot",
-        description="Learning curves (episode/return_mean vs frames, IQM over seeds with a 95%% bootstrap band) "
+        description="Learning curves (episode/return_mean vs frames, IQM over seeds with a 95% bootstrap band) "
                     "and frames/s of a run or a sweep, from its TensorBoard event files, as a PNG.")
     parser.add_argument("path", help="a run directory (outputs/...) or a sweep directory (multirun/...)")
     parser.add_argument("--out", help=f"the PNG to write (default: <path>/{DEFAULT_OUT})")
