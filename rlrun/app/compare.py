@@ -1,10 +1,11 @@
 """``rlrun compare A B``: does B beat A, and how sure is that?
 
-A and B are each a sweep directory (one configuration over seeds), a run directory, a folder of run directories, or
-an MLflow run id (a sweep's parent run or one run; ``--tracking-uri``, else the default store). Each run's score
-is the final value of ``--metric`` (``episode/return_mean`` by default: the run's ``summary.json`` figure). The
-runs of a side are grouped by env; both sides must cover the same envs, unless ``--normaliser`` puts every env on
-one scale (then sides of different envs are compared as one distribution of normalised scores each).
+A and B are each a sweep directory (one configuration over seeds; ``SWEEP#key=value,...`` chooses one configuration
+of a sweep of several), a run directory, a folder of run directories, or an MLflow run id (a sweep's parent run or
+one run; ``--tracking-uri``, else the default store). Each run's score is the final value of ``--metric``
+(``episode/return_mean`` by default: the run's ``summary.json`` figure). The runs of a side are grouped by env; both
+sides must cover the same envs, unless ``--normaliser`` puts every env on one scale (then sides of different envs
+are compared as one distribution of normalised scores each).
 
 Printed: each side's IQM with its 95% stratified-bootstrap interval, the IQM difference (per env), the probability
 of improvement P(B > A) with its interval, and a verdict that never says more than the interval does: B is
@@ -62,28 +63,38 @@ class Side:
 
 
 def load_side(arg: str, metric: str, tracking_uri: str | None) -> Side:
-    path = Path(arg)
+    path, select = Path(arg), []
+    if not path.is_dir() and "#" in arg:  # SWEEP#key=value,...: one configuration of a sweep of several
+        where, _, chosen = arg.rpartition("#")
+        path, select = Path(where), [o for o in chosen.split(",") if o]
     if path.is_dir():
-        return Side(arg, [read_run_dir(d, metric) for d in run_dirs(path)])
+        return Side(arg, [read_run_dir(d, metric) for d in run_dirs(path, select)])
     if MLFLOW_RUN_ID.match(arg):
         return Side(arg, read_mlflow(arg, metric, tracking_uri))
     raise ConfigError(f"{arg}: neither a directory nor an MLflow run id. Give a sweep directory (multirun/...), a "
                       f"run directory (outputs/...) or a 32-character MLflow run id.")
 
 
-def run_dirs(path: Path) -> list[Path]:
-    """The run itself, the completed jobs of a sweep, or every run directory (with a ``summary.json``) below."""
+def run_dirs(path: Path, select: list[str] | None = None) -> list[Path]:
+    """The run itself, the completed jobs of a sweep (of its configuration whose overrides include ``select``), or
+    every run directory (with a ``summary.json``) below."""
     from rlrun.app.sweep import MANIFEST, read_jobs
 
     if (path / "summary.json").is_file():
         return [path]
     if (path / MANIFEST).is_file():
         jobs = [j for j in read_jobs(path) if j.get("status") == "completed" and j.get("run_dir")]
-        groups = sorted({j.get("group") for j in jobs})
-        if len(groups) > 1:
-            raise ConfigError(f"{path}: a sweep of {len(groups)} configurations ({'; '.join(groups)}): compare one "
-                              f"configuration against another. Sweep one setting over seeds per side, or give "
-                              f"the run directories of one configuration.")
+        every = sorted({j.get("group") or "" for j in jobs})
+        if select:
+            jobs = [j for j in jobs if set(select) <= set((j.get("group") or "").split(" "))]
+        groups = sorted({j.get("group") or "" for j in jobs})
+        if len(groups) != 1:
+            found = f"{len(groups)} of its configurations match {','.join(select)}" if select else \
+                f"a sweep of {len(groups)} configurations"
+            shared = set.intersection(*(set(g.split(" ")) for g in every)) if every else set()
+            apart = [o for o in (every[0].split(" ") if every else []) if o not in shared] or ["<override>"]
+            raise ConfigError(f"{path}: {found} ({'; '.join(every)}): compare one configuration against another: "
+                              f"{path}#<override>[,<override>] chooses one (e.g. {path}#{apart[0]}).")
         return [Path(j["run_dir"]) for j in jobs]
     found = sorted(p.parent for p in path.rglob("summary.json"))
     if not found:

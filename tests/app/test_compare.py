@@ -145,3 +145,22 @@ def test_different_envs_compare_with_a_normaliser_file(work: Path) -> None:
     proc = run_rlrun(["compare", "a", "mountaincar", "--normaliser", "norm.yaml", "--out", "norm.png"], work)
     assert proc.returncode == 0, proc.stderr
     assert "envs: all envs, normalised" in proc.stdout and "B mountaincar: 1 seed" in proc.stdout
+
+
+def test_one_configuration_of_a_sweep_of_several_is_chosen_with_a_hash(work: Path) -> None:
+    """A sweep directory whose jobs are both sweeps' (two configurations): refused as a side, unless
+    ``SWEEP#override`` chooses one."""
+    import shutil
+
+    both = work / "both"
+    (both / "jobs").mkdir(parents=True, exist_ok=True)
+    shutil.copy(work / "a" / "sweep.json", both / "sweep.json")
+    for side in "ab":
+        for job in (work / side / "jobs").glob("*.json"):
+            shutil.copy(job, both / "jobs" / job.name)
+    proc = run_rlrun(["compare", "both", "b"], work)
+    assert proc.returncode == 2 and "a sweep of 2 configurations" in proc.stderr and "both#algo.lr=" in proc.stderr
+    chosen = run_rlrun(["compare", "both#algo.lr=0.001", "both#algo.lr=0.0001", "--out", "both.png"], work)
+    assert chosen.returncode == 0, chosen.stderr
+    direct = run_rlrun(["compare", "a", "b", "--out", "ab.png"], work)
+    assert chosen.stdout.splitlines()[3:-1] == direct.stdout.splitlines()[3:-1]  # the same runs, the same numbers
