@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlrun"
 # Floors, lowest first: a module may import its own floor and the floors below, never one above.
 FLOORS: list[tuple[str, ...]] = [
     ("errors", "spaces", "fingerprint", "schema", "registry", "reporting", "hydra_search_path", "conf", "redact",
-     "metric_names"),
+     "metric_names", "evaluation_stats"),
     ("ops", "algos.config", "config", "plain_data"),
     ("components",),
     ("envs", "devices"),

@@ -51,6 +51,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             keys_main(sys.argv[2:])
             return
+        if sys.argv[1:2] == ["compare"]:
+            from rlrun.app.compare import main as compare_main
+
+            compare_main(sys.argv[2:])
+            return
         if sys.argv[1:2] == ["export"]:
             from rlrun.export import main as export_main
 

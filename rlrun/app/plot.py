@@ -1,11 +1,14 @@
 """``rlrun-plot <run dir | sweep dir> [--out FILE.png]``: learning curves and throughput, read from TensorBoard
 event files, written as a PNG.
 
-Left panel: ``episode/return_mean`` against frames (``counters/frames``: agent steps x frame skip); right panel:
-``perf/frames_per_s`` against frames. Runs are grouped by their overrides less the seed (the MLflow tag
-``rlrun.group`` of a sweep job), so a group is one setting over several seeds: its line is the mean over seeds
-and the band mean ± standard deviation (population, ddof=0), each seed's curve linearly interpolated onto a common
-grid spanning the frames that every seed reached (``aggregate``). A group of one run is drawn as it is, with no band.
+Left panel: ``episode/return_mean`` against frames (``counters/frames``: agent steps x frame skip); middle panel:
+``perf/frames_per_s`` against frames; right panel: each group's performance profile (the fraction of its runs whose
+final return exceeds tau, with its 95% bootstrap band, ``profiles``). Runs are grouped by their overrides less the
+seed (the MLflow tag ``rlrun.group`` of a sweep job), so a group is one setting over several seeds, each seed's
+curve linearly interpolated onto a common grid spanning the frames that every seed reached (``on_common_grid``).
+The return's line is the interquartile mean over seeds and its band the 95% bootstrap interval of that IQM (whole
+curves resampled, ``rlrun/evaluation_stats.py``); throughput's is the mean ± standard deviation (population,
+ddof=0). A group of one run is drawn as it is, with no band.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from rlrun.errors import RlrunError
+from rlrun.evaluation_stats import curve_band, iqm, performance_profile, performance_profile_band
 from rlrun.metric_names import FRAMES, FRAMES_PER_S, RETURN_MEAN
 
 # The curves drawn, by their TensorBoard tags: the metric names the run loop reports them under.
@@ -69,6 +73,22 @@ def read_run(run_dir: Path) -> RunCurves:
     return run
 
 
+def read_scalars(run_dir: Path, tag: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """One scalar's curve ``(x, y)`` from a run's TensorBoard event files, x in frames where the run logged
+    ``counters/frames`` (else its logged step); None where the run never logged the tag."""
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    acc = EventAccumulator(str(Path(run_dir) / "tensorboard"), size_guidance={SCALARS: 0})
+    acc.Reload()
+    tags = set(acc.Tags().get("scalars", []))
+    if tag not in tags:
+        return None
+    frames = {e.step: e.value for e in acc.Scalars(FRAMES_TAG)} if FRAMES_TAG in tags else {}
+    points = sorted((e.step, e.value) for e in acc.Scalars(tag))
+    x = np.array([frames.get(step, step) for step, _ in points], dtype=float)
+    return x, np.array([v for _, v in points], dtype=float)
+
+
 def run_overrides(run_dir: Path) -> list[str]:
     """The command-line overrides a run was started with (Hydra's .hydra/overrides.yaml; [] where there is none)."""
     path = run_dir / ".hydra" / "overrides.yaml"
@@ -82,15 +102,14 @@ def run_overrides(run_dir: Path) -> list[str]:
     return [str(o) for o in loaded] if isinstance(loaded, list) else []
 
 
-def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(x, mean, std)`` over curves: each curve ``(x_i, y_i)`` (x increasing) is interpolated linearly onto a
-    common grid spanning the largest first x to the smallest last x (where every curve has data): the union of the
-    curves' x values there, or ``points`` evenly spaced values if that union is larger. std is the population
-    standard deviation (ddof=0). One curve is returned as it is, with std 0."""
+def on_common_grid(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, ys)``: each curve ``(x_i, y_i)`` (x increasing) interpolated linearly onto a common grid spanning the
+    largest first x to the smallest last x (where every curve has data): the union of the curves' x values there,
+    or ``points`` evenly spaced values if that union is larger. ``ys`` is ``(curves, grid points)``."""
     if len(curves) == 1:
         x, y = curves[0]
-        return x, y, np.zeros_like(y)
+        return x, y[None, :]
     lo = max(float(x[0]) for x, _ in curves)
     hi = min(float(x[-1]) for x, _ in curves)
     union = np.unique(np.concatenate([x for x, _ in curves]))
@@ -99,8 +118,29 @@ def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_PO
         grid = np.array([hi])
     elif len(grid) > points:
         grid = np.linspace(lo, hi, points)
-    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
+    return grid, np.stack([np.interp(grid, x, y) for x, y in curves])
+
+
+def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, mean, std)`` over curves on their common grid (:func:`on_common_grid`). std is the population
+    standard deviation (ddof=0). One curve is returned as it is, with std 0."""
+    grid, ys = on_common_grid(curves, points)
     return grid, ys.mean(axis=0), ys.std(axis=0)
+
+
+def profiles(finals: dict[str, np.ndarray], points: int = GRID_POINTS
+             ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Performance profiles of each group's final returns: ``(taus, {group: (fraction above tau, low, high)})``
+    with the 95% bootstrap band of each, over thresholds spanning every group's returns."""
+    everything = np.concatenate(list(finals.values()))
+    pad = 0.05 * float(np.ptp(everything)) or 1.0  # a little either side, so the profile shows its 1 and its 0
+    taus = np.linspace(everything.min() - pad, everything.max() + pad, points)
+    out = {}
+    for label, scores in finals.items():
+        low, high = performance_profile_band([scores], taus)
+        out[label] = (performance_profile([scores], taus), low, high)
+    return taus, out
 
 
 def group_runs(runs: list[RunCurves]) -> tuple[dict[str, list[RunCurves]], list[str]]:
@@ -138,23 +178,43 @@ def plot(path: Path, out: Path | None = None) -> tuple[Path, int, int]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig, axes = plt.subplots(1, 3, figsize=(19, 4.8))
     x_label = "frames" if all(r.x_is_frames for r in runs) else "env steps"
     for (label, members), color in zip(groups.items(), _colors(len(groups)), strict=True):
-        for ax, tag in zip(axes, (RETURN_TAG, FPS_TAG), strict=True):
+        for ax, tag in zip(axes[:2], (RETURN_TAG, FPS_TAG), strict=True):
             curves = [r.curves[tag] for r in members if tag in r.curves]
             if not curves:
                 continue
-            x, mean, std = aggregate(curves)
-            ax.plot(x, mean, color=color, marker="o" if len(x) <= 30 else None, markersize=3,
+            x, ys = on_common_grid(curves)
+            if tag == RETURN_TAG:  # the IQM over seeds and its bootstrap band (rlrun/evaluation_stats.py)
+                value, low, high = curve_band(ys, iqm)
+            else:  # throughput: mean ± std, a spread of the machine rather than an estimate
+                value, std = ys.mean(axis=0), ys.std(axis=0)
+                low, high = value - std, value + std
+            ax.plot(x, value, color=color, marker="o" if len(x) <= 30 else None, markersize=3,
                     label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
             if len(curves) > 1:
-                ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
-    for ax, tag in zip(axes, (RETURN_TAG, FPS_TAG), strict=True):
+                ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
+    finals = {label: np.array([r.curves[RETURN_TAG][1][-1] for r in members if RETURN_TAG in r.curves])
+              for label, members in groups.items()}
+    finals = {label: f for label, f in finals.items() if f.size}
+    if finals:
+        taus, by_group = profiles(finals)
+        colors = dict(zip(groups, _colors(len(groups)), strict=True))
+        for label, (value, low, high) in by_group.items():
+            color = colors[label]
+            axes[2].plot(taus, value, color=color)
+            if finals[label].size > 1:
+                axes[2].fill_between(taus, low, high, color=color, alpha=0.2, linewidth=0)
+    axes[2].set_xlabel(f"final {RETURN_TAG} tau")
+    axes[2].set_ylabel("fraction of runs with final return > tau")
+    axes[2].set_title("performance profile (95% bootstrap band)")
+    axes[2].grid(alpha=0.3)
+    for ax, tag in zip(axes[:2], (RETURN_TAG, FPS_TAG), strict=True):
         ax.set_xlabel(x_label)
         ax.set_ylabel(tag)
         ax.grid(alpha=0.3)
-    axes[0].set_title("return (mean ± std over seeds)")
+    axes[0].set_title("return (IQM over seeds, 95% bootstrap band)")
     axes[1].set_title("throughput (mean ± std over seeds)")
     handles, labels = axes[0].get_legend_handles_labels()
     if not handles:
@@ -182,8 +242,8 @@ def _colors(n: int) -> list:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="rlrun-plot",
-        description="Learning curves (episode/return_mean vs frames, mean ± std over seeds) and frames/s of a run "
-                    "or a sweep, from its TensorBoard event files, as a PNG.")
+        description="Learning curves (episode/return_mean vs frames, IQM over seeds with a 95% bootstrap band) "
+                    "and frames/s of a run or a sweep, from its TensorBoard event files, as a PNG.")
     parser.add_argument("path", help="a run directory (outputs/...) or a sweep directory (multirun/...)")
     parser.add_argument("--out", help=f"the PNG to write (default: <path>/{DEFAULT_OUT})")
     args = parser.parse_args(argv)

@@ -13,7 +13,9 @@ The sweep directory (``hydra.sweep.dir``, printed at the start) holds, beside Hy
   ``status`` (pending | running | completed | failed | interrupted), ``num``, ``overrides``, ``group`` (the
   overrides less the seed), ``run_dir``, ``mlflow_run_id``, the final figures (``episode_return_mean``,
   ``frames_per_second``, ``env_steps``, ``wall_time_s``, ``stop_reason``) and ``error`` for a failed job;
-- ``sweep_summary.md`` / ``sweep_summary.json``: the table printed at the end.
+- ``sweep_summary.md`` / ``sweep_summary.json``: the tables printed at the end: one row per job, then one per
+  configuration (``configurations``: the IQM and mean of the final return over its seeds, with 95%
+  stratified-bootstrap intervals).
 
 How the parent run id reaches the jobs, in this process or a joblib worker: the callback creates the parent run
 before any job starts and writes its id into ``sweep.json``; each job reads it there and sets
@@ -319,11 +321,12 @@ def end_sweep(config: DictConfig) -> int:
     manifest = read_json(sweep_dir / MANIFEST) or {}
     invocation = manifest.get("invocation")
     jobs = [j for j in read_jobs(sweep_dir) if j.get("invocation") == invocation]
-    table = summary_table(jobs)
+    configs = configurations(jobs)
+    table = summary_table(jobs) + "\n\n" + configuration_table(configs)
     counts = {s: sum(j.get("status") == s for j in jobs)
               for s in ("completed", "failed", "interrupted", "running", "pending")}
     write_json(sweep_dir / SUMMARY_JSON, {"sweep_dir": str(sweep_dir.resolve()), "invocation": invocation,
-                                          "counts": counts, "jobs": jobs})
+                                          "counts": counts, "jobs": jobs, "configurations": configs})
     table = redact_text(table)
     (sweep_dir / SUMMARY_MD).write_text(f"# Sweep {sweep_dir}\n\n{table}\n")
     redact_file(sweep_dir / "multirun.yaml")  # Hydra's copy of the command line
@@ -366,6 +369,57 @@ def _close_parent_run(manifest: dict[str, Any], sweep_dir: Path, counts: dict[st
         client.set_terminated(run_id, status="FINISHED" if counts["completed"] == len(jobs) else "FAILED")
     except Exception as e:  # noqa: BLE001
         warn(f"MLflow: could not close the sweep's parent run: {e}")
+
+
+def configurations(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per configuration (the jobs' ``group``: overrides less the seed), over its completed seeds: the IQM and mean
+    of the final ``episode_return_mean`` with 95% stratified-bootstrap intervals (``rlrun/evaluation_stats.py``,
+    seeded: the same sweep gives the same intervals), and the seed count."""
+    from rlrun import evaluation_stats as es
+
+    groups: dict[str, list[float]] = {}
+    for j in jobs:
+        groups.setdefault(j.get("group") or "(defaults)", [])
+        if j.get("status") == "completed" and j.get("episode_return_mean") is not None:
+            groups[j.get("group") or "(defaults)"].append(float(j["episode_return_mean"]))
+    out = []
+    for group, returns in groups.items():
+        row: dict[str, Any] = {"group": group, "seeds": len(returns), "iqm": None, "mean": None}
+        if returns:
+            row["iqm"] = es.bootstrap_ci([returns], es.iqm).as_dict()  # one task: the configuration's env
+            row["mean"] = es.bootstrap_ci([returns], es.mean).as_dict()
+        out.append(row)
+    return out
+
+
+def configuration_table(rows: list[dict[str, Any]]) -> str:
+    """A markdown table of :func:`configurations`, each named by the overrides that set it apart from the others
+    (those all share are said once under it), and a line where a configuration has under ``FEW_SEEDS`` seeds: its
+    interval is wide, and one seed has none."""
+    from rlrun.evaluation_stats import FEW_SEEDS
+
+    def interval(row: dict[str, Any], key: str) -> str:
+        d = row[key]
+        if d is None:
+            return "-"
+        if row["seeds"] == 1:
+            return f"{d['value']:.2f} (one seed)"
+        return f"{d['value']:.2f} [{d['low']:.2f}, {d['high']:.2f}]"
+
+    words = [r["group"].split(" ") for r in rows]
+    shared = set.intersection(*(set(w) for w in words)) if len(rows) > 1 else set()
+    lines = ["| configuration | seeds | return IQM [95% CI] | return mean [95% CI] |",
+             "| --- | ---: | ---: | ---: |"]
+    for r, w in zip(rows, words, strict=True):
+        name = " ".join(x for x in w if x not in shared) or r["group"]
+        lines.append(f"| {name} | {r['seeds']} | {interval(r, 'iqm')} | {interval(r, 'mean')} |")
+    if shared:
+        lines.append(f"\nEvery configuration: {' '.join(sorted(shared))}.")
+    few = [r for r in rows if 0 < r["seeds"] < FEW_SEEDS]
+    if few:
+        lines.append(f"\nUnder {FEW_SEEDS} seeds ({', '.join(str(r['seeds']) for r in few)} here) an interval is wide "
+                     f"and one seed gives none: add seeds (seed=0,1,2,3,4) before reading a difference into it.")
+    return "\n".join(lines)
 
 
 def summary_table(jobs: list[dict[str, Any]]) -> str:

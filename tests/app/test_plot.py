@@ -114,3 +114,16 @@ def test_overrides_of_a_run_directory_are_text_not_interpolations(tmp_path: Path
     (tmp_path / ".hydra").mkdir()
     (tmp_path / ".hydra" / "overrides.yaml").write_text("- algo=dqn\n- run_name=${oc.env:RLRUN_TEST_SECRET}\n")
     assert run_overrides(tmp_path) == ["algo=dqn", "run_name=${oc.env:RLRUN_TEST_SECRET}"]
+
+
+def test_profiles_span_every_groups_final_returns() -> None:
+    """x: 1, 2, 3, 4; y: 10. Thresholds from 1 - 0.45 to 10 + 0.45 (5% of the spread 9 either side), 3 points:
+    0.55, 5.5, 10.45. Fraction above them: x 1, 0, 0; y 1, 1, 0."""
+    from rlrun.app.plot import profiles
+
+    taus, by_group = profiles({"x": np.array([1.0, 2.0, 3.0, 4.0]), "y": np.array([10.0])}, points=3)
+    np.testing.assert_allclose(taus, [0.55, 5.5, 10.45])
+    np.testing.assert_allclose(by_group["x"][0], [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(by_group["y"][0], [1.0, 1.0, 0.0])
+    low, high = by_group["x"][1:]
+    assert np.all(low <= by_group["x"][0]) and np.all(by_group["x"][0] <= high)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import reproduce as rp
@@ -150,3 +151,38 @@ def test_runs_use_a_snapshot_of_the_commit_not_the_working_tree(tmp_path: Path) 
         assert rp.code_snapshot(tmp_path) == snapshot  # a second call reuses it
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(snapshot)], cwd=ROOT, capture_output=True)
+
+
+def test_normalised_return_is_one_at_the_reference_and_rises_with_the_return() -> None:
+    assert rp.normalised(488.7, 488.7) == pytest.approx(1.0)
+    assert rp.normalised(0.0, 488.7) == pytest.approx(0.0)
+    # a negative reference (Acrobot): a higher return is above 1, a lower one below
+    assert rp.normalised(-80.0, -100.0) == pytest.approx(1.2)
+    assert rp.normalised(-120.0, -100.0) == pytest.approx(0.8)
+
+
+def test_the_suite_aggregate_is_the_iqm_of_judged_rows_normalised() -> None:
+    """Two judged rows (reference 100: finals 90, 100, 110; reference -100: finals -100, -100, -100) normalise to
+    0.9, 1, 1.1 and 1, 1, 1: IQM of the six pooled (drop one each end: 1, 1, 1, 1) = 1. A row without a judged band
+    reference is left out."""
+    def row(finals: list[float], ref_mean: float, judged: bool) -> dict:
+        return {"group": "g", "env": f"E{ref_mean}", "finals": finals,
+                "references": [{"mean": ref_mean, "in_band": True if judged else None}]}
+
+    rows = [row([90.0, 100.0, 110.0], 100.0, True), row([-100.0] * 3, -100.0, True), row([5.0], 10.0, False)]
+    tasks = rp.normalised_scores(rows)
+    assert sorted(tasks) == ["g E-100.0", "g E100.0"]
+    np.testing.assert_allclose(tasks["g E100.0"], [0.9, 1.0, 1.1])
+    line = rp.aggregate_line("s", rows, "x/")
+    assert line.startswith("Aggregate over 2 rows (6 runs): IQM of the reference-normalised return")
+    assert " 1.00 [" in line and "[performance profile](x/s-profile.png)" in line
+    assert rp.aggregate_line("s", rows[:1], "x/") is None  # one row: no aggregate
+    assert rp.iqm_cell({"iqm": {"value": 5.0, "low": 4.0, "high": 6.0}, "finals": [4.0, 6.0]}) == "5.0 [4.0, 6.0]"
+    assert rp.iqm_cell({"iqm": {"value": 5.0, "low": 5.0, "high": 5.0}, "finals": [5.0]}).endswith("no interval)")
+
+
+def test_the_performance_profile_png_is_written(tmp_path: Path) -> None:
+    rows = [{"group": "g", "env": e, "finals": f, "references": [{"mean": 100.0, "in_band": True}]}
+            for e, f in (("A", [90.0, 100.0]), ("B", [110.0, 120.0]))]
+    path = rp.plot_profile("s", rows, tmp_path)
+    assert path == tmp_path / "s-profile.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

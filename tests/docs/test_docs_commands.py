@@ -161,7 +161,7 @@ def _substitute(word: str, made: dict[str, Path]) -> str:
 
 
 def _budgeted(words: list[str]) -> list[str]:
-    if words[1:2] in (["keys"], ["eval"], ["export"], ["graph"]) or words[0] == "rlrun-plot":
+    if words[1:2] in (["keys"], ["eval"], ["export"], ["graph"], ["compare"]) or words[0] == "rlrun-plot":
         return words
     if any(w in PRINT_ONLY for w in words):
         return words
