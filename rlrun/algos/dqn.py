@@ -68,7 +68,8 @@ class DQNLearner(Component):
         """The online or target network: obs -> Q-values ``[B, A]`` (``forward``)."""
         cfg = self.cfg
         return QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name=name, noisy=self.noisy,
-                        noisy_std=getattr(cfg, "noisy_std", 0.5), action_mask=cfg.action_mask)
+                        noisy_std=getattr(cfg, "noisy_std", 0.5),
+                        action_mask=getattr(cfg, "action_mask", "auto"))  # Ape-X has no such key
 
     def make_loss(self) -> Component:
         return DQNLoss(self.cfg.double_q, self.cfg.huber_delta)

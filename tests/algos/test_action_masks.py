@@ -89,3 +89,8 @@ def _random_player_return(games: int) -> float:
         total += reward
     return total / games
 
+
+
+def test_apex_refuses_a_masked_env_in_one_line(workdir: Path) -> None:
+    proc = run_rlrun(["algo=apex", "env=tictactoe", "stop.env_steps=64", "logger=none"], workdir)
+    assert proc.returncode == 2 and "algo=apex: the env gives an action_mask" in proc.stderr, proc.stderr
