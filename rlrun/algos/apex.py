@@ -54,6 +54,7 @@ from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread
 from rlrun.execution.replay_shards import seed_of_shard, shard_capacity
 from rlrun.metric_names import GRADIENT_STEPS, LOSS_TD, REPLAY_RATIO, REPLAY_SIZE
+from rlrun.ops.action_mask import MASK_KEY
 from rlrun.ops.epsilon_greedy import epsilon_greedy
 
 TRANSITIONS = "transitions"
@@ -95,6 +96,9 @@ class ApexActor(Component):
         self.register_buffer("epsilons", torch.as_tensor(np.asarray(epsilons, dtype=np.float32)))
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        if isinstance(obs, sp.Dict) and MASK_KEY in obs.spaces:  # its per-copy epsilon draws know no mask
+            raise ConfigError(f"algo=apex: the env gives an {MASK_KEY}, which Ape-X's exploring actors do not "
+                              f"honour; use algo=dqn (or another algorithm that takes masks, docs/action-masks.md).")
         self.build_child(self.q, obs=obs, actions=actions)
         self.build_child(self.n_step, obs=obs, actions=actions)
         self.num_actions = int(actions.n)

@@ -26,7 +26,8 @@ class C51Agent(DQNAgent):
     def make_q_network(self, name: str) -> Component:
         cfg = self.cfg
         return DistributionalQNetwork("categorical", cfg.num_atoms, cfg.v_min, cfg.v_max, cfg.network,
-                                      cfg.hidden_sizes, cfg.activation, cfg.dueling, cfg.noisy, cfg.noisy_std, name)
+                                      cfg.hidden_sizes, cfg.activation, cfg.dueling, cfg.noisy, cfg.noisy_std, name,
+                                      action_mask=cfg.action_mask)
 
     def make_loss(self) -> Component:
         return DistributionalLoss("categorical", self.cfg.double_q)

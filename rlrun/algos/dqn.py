@@ -68,7 +68,8 @@ class DQNLearner(Component):
         """The online or target network: obs -> Q-values ``[B, A]`` (``forward``)."""
         cfg = self.cfg
         return QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name=name, noisy=self.noisy,
-                        noisy_std=getattr(cfg, "noisy_std", 0.5))
+                        noisy_std=getattr(cfg, "noisy_std", 0.5),
+                        action_mask=getattr(cfg, "action_mask", "auto"))  # Ape-X has no such key
 
     def make_loss(self) -> Component:
         return DQNLoss(self.cfg.double_q, self.cfg.huber_delta)
@@ -165,7 +166,7 @@ class DQNAgent(DQNLearner):
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         super()._build(obs, actions)
-        mask = obs.spaces.get(MASK_KEY) if isinstance(obs, sp.Dict) else None
+        mask = obs.spaces.get(MASK_KEY) if isinstance(obs, sp.Dict) and self.q.masked else None
         if mask is None:
             self.build_child(self.exploration, q=self.q.output("forward"))
         else:  # explore among the legal actions only

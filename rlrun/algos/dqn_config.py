@@ -66,6 +66,10 @@ class DQNConfig(Declared):
     docs/algorithms/dqn.md."""
     network: str = "mlp"
     """Torso: mlp (hidden_sizes, activation) | nature_cnn (Mnih et al. 2015) | impala_resnet (Espeholt et al. 2018)."""
+    action_mask: str = key("auto", choices=("auto", "off"))
+    """Invalid-action masks (Discrete actions): auto (when the observation carries an ``action_mask`` entry, or the
+    env's info dict does, illegal actions are never chosen and get no probability, in acting and in learning) | off
+    (the mask is ignored). See docs/action-masks.md."""
     dueling: bool = False
     """Dueling Q head, Q = V + A - mean(A) (Wang et al. 2016, Eq. 9). """
     noisy: bool = False

@@ -71,6 +71,7 @@ from rlrun.metric_names import (
     VS_MEAN,
 )
 from rlrun.ops import explained_variance, map_nest
+from rlrun.ops.action_mask import apply_action_mask, mask_space_of
 
 State = tuple[torch.Tensor, ...] | None
 """A recurrent state: ``(h, c)`` of the LSTM core, then ``(h, c)`` of the critic's core when the critic has its
@@ -94,17 +95,20 @@ class IMPALANetwork(Component):
 
     def __init__(self, network: str = "auto", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
                  activation: str = "tanh", use_lstm: bool = False, lstm_size: int = 256,
-                 shared_torso: bool = True, orthogonal_init: bool = True, name: str = "network") -> None:
+                 shared_torso: bool = True, orthogonal_init: bool = True, name: str = "network",
+                 action_mask: str = "auto") -> None:
         """``network``: torso kind (mlp | nature_cnn | impala_resnet | auto, see
         :func:`rlrun.components.networks.make_torso`); ``hidden_sizes``/``activation``: MLP torso layout;
         ``use_lstm``: an LSTM core of ``lstm_size`` units between torso and head; ``shared_torso``: one torso (and
         core) for policy and value; ``orthogonal_init``: orthogonal torso weights (gain sqrt 2), zero biases, and the
-        head's 0.01 / 1 gains (CleanRL / Baselines)."""
+        head's 0.01 / 1 gains (CleanRL / Baselines); ``action_mask``: auto (a Dict observation's ``action_mask``
+        masks the logits) | off."""
         super().__init__(name)
         self.network, self.hidden_sizes, self.activation = network, list(hidden_sizes), activation
         self.use_lstm, self.lstm_size = bool(use_lstm), int(lstm_size)
         self.shared_torso, self.orthogonal_init = bool(shared_torso), bool(orthogonal_init)
         self.head = PolicyValueHead(0.0, orthogonal_init, name="head")
+        self.action_mask = action_mask
 
     def _stack(self, obs: sp.Space, prefix: str) -> tuple[Component, Component | None, Any]:
         """A torso and, with ``use_lstm``, a core on it: ``(torso, core, port of the features)``."""
@@ -118,6 +122,7 @@ class IMPALANetwork(Component):
         return torso, core, features
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.masked = self.action_mask != "off" and mask_space_of(obs, actions, "algo.action_mask=auto") is not None
         self.torso, self.core, features = self._stack(obs, "")
         self.build_child(self.head, x=features, actions=actions)
         self.critic_torso = self.critic_core = None
@@ -146,12 +151,16 @@ class IMPALANetwork(Component):
             x, actor_state = self.core(x, None if state is None else state[:2], first)
         if self.critic_torso is None:
             params, values = self.head(x)
-            return params, values, actor_state if self.core is not None else None
+            return self._masked(params, obs), values, actor_state if self.core is not None else None
         y = self.critic_torso(obs)
         if self.critic_core is not None:
             y, critic_state = self.critic_core(y, None if state is None else state[2:], first)
-        params, values = self.head.get_policy(x), self.head.get_value(y)
+        params, values = self._masked(self.head.get_policy(x), obs), self.head.get_value(y)
         return params, values, (*actor_state, *critic_state) if self.core is not None else None
+
+    def _masked(self, params: Any, obs: Any) -> Any:
+        """Discrete logits ``[T, B, n]`` masked by the observations' action masks (unless ``action_mask=off``)."""
+        return apply_action_mask(params, obs) if self.masked else params
 
     @api
     def forward(self, obs: Any) -> tuple[Any, torch.Tensor]:
@@ -188,7 +197,8 @@ class IMPALAAgent(Component):
         super().__init__(name)
         self.cfg = cfg
         self.network = IMPALANetwork(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.use_lstm,
-                                     cfg.lstm_size, cfg.shared_torso, cfg.orthogonal_init, name="network")
+                                     cfg.lstm_size, cfg.shared_torso, cfg.orthogonal_init, name="network",
+                                     action_mask=cfg.action_mask)
         self.update_autocast: tuple[str, torch.dtype] | None = None
         """The update's autocast ``(device type, dtype)`` (``device.precision=bf16``, set by rlrun.devices), or None:
         every gradient step's loss runs under it (:meth:`autocast`)."""

@@ -71,6 +71,10 @@ class IMPALAConfig(Declared):
     grad_clip."""
     network: str = "auto"
     """Torso: auto (nature_cnn for uint8 images [C, H, W], else mlp) | mlp | nature_cnn | impala_resnet."""
+    action_mask: str = key("auto", choices=("auto", "off"))
+    """Invalid-action masks (Discrete actions): auto (when the observation carries an ``action_mask`` entry, or the
+    env's info dict does, illegal actions are never chosen and get no probability, in acting and in learning) | off
+    (the mask is ignored). See docs/action-masks.md."""
     hidden_sizes: list[int] = key(factory=lambda: [256, 256], items="[1, inf)")
     """Hidden layer widths of an MLP torso (shared by policy and value). Default: RLlib fcnet_hiddens default."""
     activation: str = key("tanh", choices=('relu', 'tanh', 'elu'))

@@ -118,7 +118,8 @@ class OnPolicyAgent(Component):
         """The actor-critic network from ``algo.network``, ``hidden_sizes``, ``activation``, ``shared_torso``,
         ``orthogonal_init``, ``init_log_std``, ``normalize_obs`` and ``obs_clip``."""
         return ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.shared_torso,
-                           cfg.orthogonal_init, cfg.init_log_std, cfg.normalize_obs, cfg.obs_clip, name="network")
+                           cfg.orthogonal_init, cfg.init_log_std, cfg.normalize_obs, cfg.obs_clip, name="network",
+                           action_mask=cfg.action_mask)
 
     def _make_optimizers(self, cfg: Any, seed: int) -> None:
         """Subclasses: make the optimizer(s) over the built network's parameters (``self.optimizer`` by default)."""

@@ -29,6 +29,10 @@ class OnPolicyKeys(Declared):
     reward_clip: float = key(10.0, "(0, inf)")
     """Clip scaled rewards to [-reward_clip, reward_clip] (with normalize_reward). Default: CleanRL / Baselines
     VecNormalize."""
+    action_mask: str = key("auto", choices=("auto", "off"))
+    """Invalid-action masks (Discrete actions): auto (when the observation carries an ``action_mask`` entry, or the
+    env's info dict does, illegal actions are never chosen and get no probability, in acting and in learning) | off
+    (the mask is ignored). See docs/action-masks.md."""
     bootstrap_truncated: bool = True
     """At a time-limit truncation, bootstrap the advantage from the value of the episode's real final observation
     (the episode did not end; Pardo et al. 2018, "Time Limits in Reinforcement Learning"). false: treat it as a

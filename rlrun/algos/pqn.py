@@ -38,6 +38,7 @@ from rlrun.components.q_network import QNetwork
 from rlrun.execution.rollout import Rollout
 from rlrun.metric_names import EPSILON, LOSS_TD, LR
 from rlrun.ops import flatten_time, q_lambda_returns
+from rlrun.ops.action_mask import MASK_KEY
 
 # ---------------------------------------------------------------------------------------------------- agent
 
@@ -54,7 +55,8 @@ class PQNAgent(OnPolicyAgent):
         self.exploration = EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps)
 
     def _make_network(self, cfg: PQNConfig) -> QNetwork:
-        return QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, name="network", layer_norm=cfg.layer_norm)
+        return QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, name="network", layer_norm=cfg.layer_norm,
+                        action_mask=cfg.action_mask)
 
     def _make_optimizers(self, cfg: PQNConfig, seed: int) -> None:
         """``optimizer``: RAdam (Liu et al. 2020), as CleanRL's pqn.py."""
@@ -64,7 +66,10 @@ class PQNAgent(OnPolicyAgent):
         check_action_space(self.cfg.name, DISCRETE, actions)
         self.action_space = actions
         self.build_child(self.network, obs=obs, actions=actions)
-        self.build_child(self.exploration, q=self.network.output("forward"))
+        if self.network.masked:  # explore among the legal actions only
+            self.build_child(self.exploration, q=self.network.output("forward"), action_mask=obs[MASK_KEY])
+        else:
+            self.build_child(self.exploration, q=self.network.output("forward"))
         if self.cfg.orthogonal_init:  # every Linear and Conv2d, the Q layer too (CleanRL's layer_init, std sqrt 2)
             orthogonal_init_torsos(self.network)
         self.output_spaces["get_actions"] = actions

@@ -58,6 +58,10 @@ class PQNConfig(Declared):
     network: str = "auto"
     """Torso: auto (nature_cnn for uint8 images [C, H, W], minatar_cnn for MinAtar's bool ones, else mlp) | mlp |
     minatar_cnn | nature_cnn | impala_resnet (layer_norm: mlp and minatar_cnn only)."""
+    action_mask: str = key("auto", choices=("auto", "off"))
+    """Invalid-action masks (Discrete actions): auto (when the observation carries an ``action_mask`` entry, or the
+    env's info dict does, illegal actions are never chosen and get no probability, in acting and in learning) | off
+    (the mask is ignored). See docs/action-masks.md."""
     hidden_sizes: list[int] = key(factory=lambda: [120, 84], items="[1, inf)")
     """Hidden layer widths of an MLP torso. Default: CleanRL pqn.py QNetwork."""
     activation: str = key("relu", choices=('relu', 'tanh', 'elu'))

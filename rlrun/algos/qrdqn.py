@@ -26,7 +26,8 @@ class QRDQNAgent(DQNAgent):
         cfg = self.cfg
         return DistributionalQNetwork("quantile", cfg.num_quantiles, network=cfg.network,
                                       hidden_sizes=cfg.hidden_sizes, activation=cfg.activation, dueling=cfg.dueling,
-                                      noisy=cfg.noisy, noisy_std=cfg.noisy_std, name=name)
+                                      noisy=cfg.noisy, noisy_std=cfg.noisy_std, name=name,
+                                      action_mask=cfg.action_mask)
 
     def make_loss(self) -> Component:
         # huber_delta null: kappa 0, the plain quantile regression loss

@@ -142,7 +142,8 @@ class TRPOAgent(OnPolicyAgent):
         move the policy)."""
         return ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, shared_torso=False,
                            orthogonal_init=cfg.orthogonal_init, init_log_std=cfg.init_log_std,
-                           normalize_obs=cfg.normalize_obs, obs_clip=cfg.obs_clip, name="network")
+                           normalize_obs=cfg.normalize_obs, obs_clip=cfg.obs_clip, name="network",
+                           action_mask=cfg.action_mask)
 
     def _make_optimizers(self, cfg: TRPOConfig, seed: int) -> None:
         """``value_optimizer``: the critic's Adam, for its epochs of minibatch steps (the actor's step is the module

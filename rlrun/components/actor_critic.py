@@ -17,7 +17,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.heads import PolicyValueHead
 from rlrun.components.networks import make_torso, orthogonal_init_torsos
 from rlrun.components.normalizers import ObservationNormalizer
-from rlrun.ops.action_mask import apply_action_mask
+from rlrun.ops.action_mask import apply_action_mask, mask_space_of
 
 __all__ = ["ActorCritic"]
 
@@ -34,21 +34,24 @@ class ActorCritic(Component):
     def __init__(self, network: str = "auto", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
                  activation: str = "tanh", shared_torso: bool = False, orthogonal_init: bool = True,
                  init_log_std: float = 0.0, normalize_obs: bool = False, obs_clip: float = 10.0,
-                 name: str = "actor_critic") -> None:
+                 name: str = "actor_critic", action_mask: str = "auto") -> None:
         """``network``: torso kind (see :func:`rlrun.components.networks.make_torso`); ``hidden_sizes``/``activation``:
         MLP torso layout; ``shared_torso``: one torso for policy and value; ``orthogonal_init``: orthogonal weights
         (gain sqrt(2) in the torso, 0.01 policy layer, 1 value layer), zero biases, as in CleanRL / Baselines;
         ``init_log_std``: initial log-std of a Gaussian policy (natural log; Box actions only); ``normalize_obs``:
         observations pass through an :class:`ObservationNormalizer` (running mean/std, clipped to ``obs_clip``)
         before the torsos; its statistics are buffers of this network, so they travel with its weights and are part
-        of an exported policy."""
+        of an exported policy; ``action_mask``: auto (a Dict observation's ``action_mask`` masks Discrete logits) |
+        off (it is ignored)."""
         super().__init__(name)
         self.network, self.hidden_sizes, self.activation = network, list(hidden_sizes), activation
         self.shared_torso, self.orthogonal_init = bool(shared_torso), bool(orthogonal_init)
         self.head = PolicyValueHead(init_log_std, orthogonal_init, name="head")
         self.obs_normalizer = ObservationNormalizer(obs_clip, name="obs_normalizer") if normalize_obs else None
+        self.action_mask = action_mask
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.masked = self.action_mask != "off" and mask_space_of(obs, actions, "algo.action_mask=auto") is not None
         if self.obs_normalizer is not None:
             self.build_child(self.obs_normalizer, obs=obs)
             obs = self.obs_normalizer.output_spaces["forward"]
@@ -74,7 +77,7 @@ class ActorCritic(Component):
         raw = obs
         if self.obs_normalizer is not None:
             obs = self.obs_normalizer(obs)
-        return _masked(self.head.get_policy(self.torso(obs)), raw)
+        return self._masked(self.head.get_policy(self.torso(obs)), raw)
 
     @api
     def get_value(self, obs: Any) -> torch.Tensor:
@@ -96,10 +99,9 @@ class ActorCritic(Component):
             obs = self.obs_normalizer(obs)
         if self.critic_torso is None:
             params, value = self.head(self.torso(obs))
-            return _masked(params, raw), value
-        return _masked(self.head.get_policy(self.torso(obs)), raw), self.head.get_value(self.critic_torso(obs))
+            return self._masked(params, raw), value
+        return self._masked(self.head.get_policy(self.torso(obs)), raw), self.head.get_value(self.critic_torso(obs))
 
-
-def _masked(params: Any, obs: Any) -> Any:
-    """Discrete logits (a tensor) masked by the observation's action mask; Box parameters (a tuple) as they are."""
-    return apply_action_mask(params, obs) if isinstance(params, torch.Tensor) else params
+    def _masked(self, params: Any, obs: Any) -> Any:
+        """Discrete logits masked by the observation's action mask (unless ``action_mask=off``)."""
+        return apply_action_mask(params, obs) if self.masked else params

@@ -24,7 +24,7 @@ from rlrun.components.base import Component, ComponentBuildError, api
 from rlrun.components.heads import dueling_q, in_float32
 from rlrun.components.networks import make_torso
 from rlrun.components.noisy import linear_layer
-from rlrun.ops.action_mask import apply_action_mask
+from rlrun.ops.action_mask import apply_action_mask, mask_space_of
 from rlrun.ops.distributional import (
     categorical_loss,
     categorical_projection,
@@ -72,13 +72,14 @@ class DistributionalQNetwork(Component):
 
     def __init__(self, kind: str, num_atoms: int, v_min: float = -10.0, v_max: float = 10.0,
                  network: str = "mlp", hidden_sizes: list[int] | tuple[int, ...] = (64, 64), activation: str = "relu",
-                 dueling: bool = False, noisy: bool = False, noisy_std: float = 0.5, name: str = "q") -> None:
+                 dueling: bool = False, noisy: bool = False, noisy_std: float = 0.5, name: str = "q",
+                 action_mask: str = "auto") -> None:
         """``kind``: "categorical" (C51: ``num_atoms`` atoms on ``[v_min, v_max]``) or "quantile" (QR-DQN:
         ``num_atoms`` quantiles; v_min, v_max unused); the rest as :class:`~rlrun.components.q_network.QNetwork`."""
         super().__init__(name)
         if kind not in KINDS:
             raise ValueError(f"kind '{kind}' is not one of {', '.join(KINDS)}")
-        self.kind = kind
+        self.kind, self.action_mask = kind, action_mask
         self._torso_args = (network, list(hidden_sizes), activation)
         # a named torso is made now (a bad name fails before the build); auto waits for the observation space
         self.torso = None if network == "auto" else make_torso(network, list(hidden_sizes), activation, "torso")
@@ -87,6 +88,7 @@ class DistributionalQNetwork(Component):
             self.register_buffer("support", categorical_support(v_min, v_max, num_atoms))
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.masked = self.action_mask != "off" and mask_space_of(obs, actions, "algo.action_mask=auto") is not None
         if self.torso is None:
             network, hidden_sizes, activation = self._torso_args
             self.torso = make_torso(network, hidden_sizes, activation, "torso", obs=obs)
@@ -110,7 +112,8 @@ class DistributionalQNetwork(Component):
     @api
     def forward(self, obs: Any) -> torch.Tensor:
         """Q-values ``[B, A]``, illegal actions masked as :class:`~rlrun.components.q_network.QNetwork`'s."""
-        return apply_action_mask(self.mean(self.distribution(obs)), obs)
+        q = self.mean(self.distribution(obs))
+        return apply_action_mask(q, obs) if self.masked else q
 
 
 class DistributionalLoss(Component):
@@ -156,8 +159,9 @@ def distributional_q_loss(q: DistributionalQNetwork, target_q: DistributionalQNe
     predicted = q.distribution(batch["obs"])[rows, batch["action"].long()]
     with torch.no_grad():
         next_target = target_q.distribution(batch["next_obs"])
-        select = q(batch["next_obs"]) if loss.double_q else apply_action_mask(target_q.mean(next_target),
-                                                                                 batch["next_obs"])
+        select = q(batch["next_obs"]) if loss.double_q else target_q.mean(next_target)
+        if target_q.masked and not loss.double_q:  # the bootstrap action is a legal one
+            select = apply_action_mask(select, batch["next_obs"])
         bootstrap = next_target[rows, select.argmax(dim=-1)]
     per_item = loss.per_item(predicted, bootstrap, batch["reward"], batch["discount"],
                              getattr(target_q, "support", None))

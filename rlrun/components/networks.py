@@ -1,13 +1,18 @@
 """Networks: torsos that map an observation to a feature vector, and a recurrent core.
 
 - ``MLP`` (with ``FlattenObservation``): any (nested) observation of Box/Discrete/MultiBinary leaves.
+- ``MultiInputTorso``: a Dict/Tuple observation with image parts: a CNN per image, the other parts flattened, all
+  concatenated, then the MLP layers (Stable-Baselines3's ``MultiInputPolicy``).
 - ``NatureCNN`` (Mnih et al. 2015) and ``ImpalaResNet`` (Espeholt et al. 2018): channel-first images ``[C, H, W]``.
 - ``MinAtarCNN`` (Young & Tian 2019): MinAtar's small ``[C, 10, 10]`` grids of 0/1 object channels.
 - ``LSTMCore``: time-major sequences of features with episode-start resets (IMPALA / TorchBeast).
 - ``make_torso``: the feed-forward torso an ``algo.network`` names, through the registry's ``network`` kind (the
   one road: every algorithm's torso, and a plugin's own networks), or for ``auto`` the one the observation space
   calls for (a uint8 image ``[C, H, W]``: the Nature CNN; a bool one, MinAtar's object channels: the MinAtar CNN;
-  anything else: an MLP).
+  a Dict/Tuple with an image part: the multi-input torso; anything else: an MLP).
+
+A Dict observation's top-level ``action_mask`` entry (:mod:`rlrun.ops.action_mask`) is never a torso input: it
+restricts the actions, it does not describe the state.
 """
 
 from __future__ import annotations
@@ -22,24 +27,32 @@ from torch import nn
 from rlrun import spaces as sp
 from rlrun.components.base import Component, ComponentBuildError, api
 from rlrun.errors import ConfigError
+from rlrun.ops.action_mask import MASK_KEY
 from rlrun.registry import RegistryError, registry
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 
 
+def input_leaves(space: sp.Space) -> dict[str, sp.Space]:
+    """The leaves of a (nested) observation space a torso reads: all of them but a Dict's top-level action mask."""
+    return {k: v for k, v in sp.flatten_space(space).items() if k != MASK_KEY}
+
+
 def flat_input_dim(space: sp.Space) -> int:
-    """Width of the concatenated, flattened leaves of a (nested) observation space; Discrete leaves are one-hot."""
+    """Width of the concatenated, flattened input leaves of a (nested) observation space; Discrete leaves are
+    one-hot; the action mask is left out (:func:`input_leaves`)."""
     total = 0
-    for leaf in sp.flatten_space(space).values():
+    for leaf in input_leaves(space).values():
         total += leaf.n if isinstance(leaf, sp.Discrete) else sp.flat_dim(leaf)
     return total
 
 
 class FlattenObservation(Component):
-    """Concatenates every leaf of a (nested) observation batch into one float vector per item."""
+    """Concatenates every input leaf of a (nested) observation batch into one float vector per item (a Dict's
+    ``action_mask`` is not an input)."""
 
     def _build(self, obs: sp.Space) -> None:
-        self._leaves = sp.flatten_space(obs)
+        self._leaves = input_leaves(obs)
         for key, leaf in self._leaves.items():
             if not isinstance(leaf, (sp.Box, sp.Discrete, sp.MultiBinary)):
                 raise _unsupported(self.name, key, leaf)
@@ -55,7 +68,7 @@ class FlattenObservation(Component):
         if len(self._leaves) == 1 and "" in self._leaves:
             return self._leaf(self._leaves[""], obs)
         flat = sp.flatten(self.input_spaces["obs"], obs)
-        return torch.cat([self._leaf(self._leaves[k], v) for k, v in flat.items()], dim=-1)
+        return torch.cat([self._leaf(space, flat[k]) for k, space in self._leaves.items()], dim=-1)
 
     @staticmethod
     def _leaf(space: sp.Space, x: torch.Tensor) -> torch.Tensor:
@@ -280,6 +293,82 @@ class ImpalaResNet(_ImageTorso):
         self.body = nn.Sequential(*layers)
 
 
+# ---------------------------------------------------------------------------------------------- several inputs
+
+
+def is_image(space: sp.Space) -> bool:
+    """A channel-first image ``[C, H, W]`` an image torso reads: a rank-3 Box of uint8 pixels or bool channels."""
+    return (isinstance(space, sp.Box) and len(space.shape) == 3
+            and np.dtype(space.dtype) in (np.dtype(np.uint8), np.dtype(np.bool_)))
+
+
+def image_torso(space: sp.Space, name: str) -> Component:
+    """The CNN for one image part: the Nature CNN for uint8 frames of at least 36x36 (its smallest input), the
+    MinAtar CNN for smaller ones and for bool object channels."""
+    _, h, w = space.shape
+    if np.dtype(space.dtype) == np.uint8 and min(h, w) >= 36:
+        return NatureCNN(name=name)
+    return MinAtarCNN(name=name)
+
+
+class MultiInputTorso(Component):
+    """A Dict or Tuple observation with image parts (Stable-Baselines3's ``MultiInputPolicy``): each image part
+    (:func:`is_image`) through its own CNN (:func:`image_torso`), every other part flattened (Discrete one-hot),
+    all concatenated in the space's leaf order, then Linear + activation per hidden size. The top-level
+    ``action_mask`` is not an input.
+
+    Children: ``image_<i>`` for the i-th image part (in leaf order); ``output_spaces["forward"]``: Box(F,) with F the
+    last hidden size (the concatenation's width without hidden sizes).
+    """
+
+    def __init__(self, hidden_sizes: list[int] | tuple[int, ...] = (64, 64), activation: str = "relu",
+                 name: str | None = None) -> None:
+        """``hidden_sizes``/``activation``: the layers after the concatenation."""
+        super().__init__(name or "multi_input")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation '{activation}' is not one of {', '.join(ACTIVATIONS)}")
+        self.hidden_sizes = list(hidden_sizes)
+        self.activation = activation
+
+    def _build(self, obs: sp.Space) -> None:
+        self._leaves = input_leaves(obs)
+        if not sp.is_nested(obs) or not self._leaves:
+            raise ComponentBuildError(f"{self.name}.obs expects a Dict or Tuple observation with at least one input "
+                                      f"part but got {sp.describe(obs)}")
+        self.images = nn.ModuleDict()
+        self._routes: list[tuple[str, str | None]] = []  # (leaf key, image torso name or None: flattened)
+        width = 0
+        for key, leaf in self._leaves.items():
+            if is_image(leaf):
+                torso = image_torso(leaf, f"image_{len(self.images)}")
+                self.build_child(torso, obs=leaf)
+                self.images[torso.name] = torso
+                self._routes.append((key, torso.name))
+                width += torso.output_spaces["forward"].shape[0]
+            elif isinstance(leaf, (sp.Box, sp.Discrete, sp.MultiBinary)):
+                self._routes.append((key, None))
+                width += leaf.n if isinstance(leaf, sp.Discrete) else sp.flat_dim(leaf)
+            else:
+                raise _unsupported(self.name, key, leaf)
+        layers: list[nn.Module] = []
+        for size in self.hidden_sizes:
+            layers += [nn.Linear(width, size), ACTIVATIONS[self.activation]()]
+            width = size
+        self.layers = nn.Sequential(*layers)
+        self.output_spaces["forward"] = sp.Box(-np.inf, np.inf, (width,), np.float32)
+
+    def routes(self) -> dict[str, str]:
+        """``{leaf key: the torso that reads it}``: an image torso's name, or ``flatten``."""
+        return {key: torso or "flatten" for key, torso in self._routes}
+
+    @api
+    def forward(self, obs) -> torch.Tensor:  # noqa: ANN001 - a nest of tensors
+        flat = sp.flatten(self.input_spaces["obs"], obs)
+        parts = [self.images[torso](flat[key]) if torso is not None
+                 else FlattenObservation._leaf(self._leaves[key], flat[key]) for key, torso in self._routes]
+        return self.layers(torch.cat(parts, dim=-1))
+
+
 # ---------------------------------------------------------------------------------------------- recurrent core
 
 
@@ -340,7 +429,10 @@ class LSTMCore(Component):
 
 def auto_torso(obs: sp.Space) -> str:
     """The torso ``algo.network=auto`` picks for ``obs``: ``nature_cnn`` for a uint8 image Box ``[C, H, W]``
-    (Atari frames), ``minatar_cnn`` for a bool one (MinAtar's object channels), ``mlp`` otherwise."""
+    (Atari frames), ``minatar_cnn`` for a bool one (MinAtar's object channels), ``multi_input`` for a Dict or Tuple
+    with such an image among its parts, ``mlp`` otherwise (a Dict of vectors: flattened and concatenated)."""
+    if sp.is_nested(obs):
+        return "multi_input" if any(is_image(leaf) for leaf in input_leaves(obs).values()) else "mlp"
     if isinstance(obs, sp.Box) and len(obs.shape) == 3:
         if np.dtype(obs.dtype) == np.uint8:
             return "nature_cnn"
@@ -372,6 +464,8 @@ def make_torso(network: str, hidden_sizes: list[int], activation: str, name: str
                           f"{', '.join(LAYER_NORM_TORSOS)}, or algo.layer_norm=false.")
     if torso_class is MLP:
         return MLP(list(hidden_sizes), activation, name=name, layer_norm=layer_norm)
+    if torso_class is MultiInputTorso:
+        return MultiInputTorso(list(hidden_sizes), activation, name=name)
     if torso_class is MinAtarCNN:
         return MinAtarCNN(name=name, layer_norm=layer_norm)
     if not isinstance(torso_class, type) or not issubclass(torso_class, Component) or torso_class is LSTMCore:

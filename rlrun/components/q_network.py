@@ -18,7 +18,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.heads import DuelingQHead, QHead
 from rlrun.components.losses import DQNLoss
 from rlrun.components.networks import make_torso
-from rlrun.ops.action_mask import apply_action_mask
+from rlrun.ops.action_mask import apply_action_mask, mask_space_of
 
 __all__ = ["QNetwork", "q_loss"]
 
@@ -28,11 +28,12 @@ class QNetwork(Component):
 
     def __init__(self, network: str = "mlp", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
                  activation: str = "relu", dueling: bool = False, name: str = "q", layer_norm: bool = False,
-                 noisy: bool = False, noisy_std: float = 0.5) -> None:
+                 noisy: bool = False, noisy_std: float = 0.5, action_mask: str = "auto") -> None:
         """``network``, ``hidden_sizes``, ``activation``, ``layer_norm``: the torso (see
         :func:`rlrun.components.networks.make_torso`; ``auto`` chooses it from the observation space at the build);
         ``dueling``: a :class:`~rlrun.components.heads.DuelingQHead` instead of a linear
-        :class:`~rlrun.components.heads.QHead`; ``noisy``: the head's layers are noisy (sigma_0 ``noisy_std``)."""
+        :class:`~rlrun.components.heads.QHead`; ``noisy``: the head's layers are noisy (sigma_0 ``noisy_std``);
+        ``action_mask``: auto (a Dict observation's ``action_mask`` masks the Q-values) | off (it is ignored)."""
         super().__init__(name)
         self._torso_args = (network, list(hidden_sizes), activation, layer_norm)
         # a named torso is made now (a bad name fails before the build); auto waits for the observation space
@@ -40,8 +41,10 @@ class QNetwork(Component):
                                                                layer_norm=layer_norm)
         self.head = (DuelingQHead(name="q_head", noisy=noisy, noisy_std=noisy_std) if dueling
                      else QHead("q_head", noisy=noisy, noisy_std=noisy_std))
+        self.action_mask = action_mask
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self.masked = self.action_mask != "off" and mask_space_of(obs, actions, "algo.action_mask=auto") is not None
         if self.torso is None:
             network, hidden_sizes, activation, layer_norm = self._torso_args
             self.torso = make_torso(network, hidden_sizes, activation, "torso", obs=obs, layer_norm=layer_norm)
@@ -53,7 +56,8 @@ class QNetwork(Component):
     def forward(self, obs: Any) -> torch.Tensor:
         """Q-values ``[B, n]``; a Dict observation's ``action_mask`` sets illegal actions' to a large negative
         value (never greedy, never the bootstrap's max: :func:`rlrun.ops.apply_action_mask`)."""
-        return apply_action_mask(self.head.get_q(self.torso(obs)), obs)
+        q = self.head.get_q(self.torso(obs))
+        return apply_action_mask(q, obs) if self.masked else q
 
 
 def q_loss(q: QNetwork, target_q: QNetwork, loss: DQNLoss, data: tuple[dict, torch.Tensor | None]

@@ -10,6 +10,8 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from rlrun import spaces as sp
+from rlrun.envs import registered  # noqa: F401 - rlrun's own ids (rlrun/TicTacToe-v0, ...) in every process
+from rlrun.envs.action_masks import InfoMaskToObservation, info_has_mask
 from rlrun.envs.protocol import gym_card
 from rlrun.envs.vector_entry_point import adapter_for, can_adapt, make_same_step
 from rlrun.errors import ConfigError, one_line
@@ -50,7 +52,12 @@ class GymEnvFactory:
             adapter_for(self.registered_id)  # a ConfigError for an id without one
         self.batched = self.vectorization == "vector_entry_point" or (
             self.vectorization == "auto" and can_adapt(self.registered_id))
+        self.info_mask = False
         probe = self.make()
+        if info_has_mask(probe):  # the mask rides in the observation from here on (rlrun/envs/action_masks.py)
+            self.info_mask = True
+            probe.close()
+            probe = self.make()
         self.spec = EnvSpec(cfg.id, probe.observation_space, probe.action_space, int(cfg.frame_skip))
         probe.close()
         if self.batched:
@@ -69,7 +76,12 @@ class GymEnvFactory:
 
     def make(self, evaluation: bool = False) -> gym.Env:
         """One env copy. ``evaluation`` is accepted for a uniform factory interface (the Atari factory drops its
-        training-only wrappers for it); a plain gymnasium env is the same either way."""
+        training-only wrappers for it); a plain gymnasium env is the same either way. An env that gives its action
+        mask in ``info`` has it moved into the observation (``{"observation", "action_mask"}``)."""
+        env = self._make()
+        return InfoMaskToObservation(env) if getattr(self, "info_mask", False) else env
+
+    def _make(self) -> gym.Env:
         kwargs = dict(self.cfg.kwargs or {})
         if self.cfg.max_episode_steps is not None:
             kwargs["max_episode_steps"] = int(self.cfg.max_episode_steps)

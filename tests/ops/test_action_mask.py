@@ -83,3 +83,51 @@ def test_an_action_mask_space_must_have_one_entry_per_action() -> None:
 
     with pytest.raises(ComponentBuildError, match=r"exploration.action_mask expects one entry per action \(9\)"):
         EpsilonGreedy().build(q=sp.Box(-np.inf, np.inf, (9,), np.float32), action_mask=sp.Box(0, 1, (7,), np.int8))
+
+
+def test_masked_entropy_counts_the_legal_actions_only() -> None:
+    """Logits [0, 0, ln 2, 5, 5] with actions 3 and 4 masked: the legal probabilities are softmax(0, 0, ln 2) =
+    (1/4, 1/4, 1/2), so H = -(2 * 1/4 ln 1/4 + 1/2 ln 1/2) = 1.5 ln 2 = 1.0397 nats; the illegal actions add
+    exactly 0 (their probability underflows to 0 and p ln p is taken as 0), and the 5s they held do not count.
+    Uniform over 2 legal of 5 actions: ln 2."""
+    logits = torch.tensor([[0.0, 0.0, float(np.log(2.0)), 5.0, 5.0], [3.0, -1.0, 7.0, 0.5, 0.5]])
+    mask = torch.tensor([[1, 1, 1, 0, 0], [0, 1, 0, 1, 0]], dtype=torch.int8)
+    masked = apply_action_mask(logits, {"action_mask": mask})
+    dist = make_distribution(sp.Discrete(5), masked)
+    entropy = dist.entropy()
+    assert_close(entropy[0], torch.tensor(1.5 * np.log(2.0), dtype=torch.float32))
+    # row 2: legal logits -1 and 0.5 -> p = (1/(1+e^1.5), e^1.5/(1+e^1.5))
+    p = 1.0 / (1.0 + np.exp(1.5))
+    assert_close(entropy[1], torch.tensor(-(p * np.log(p) + (1 - p) * np.log(1 - p)), dtype=torch.float32))
+    uniform = make_distribution(sp.Discrete(5), apply_action_mask(torch.zeros(1, 5), {"action_mask": mask[1:]}))
+    assert_close(uniform.entropy(), torch.tensor([np.log(2.0)], dtype=torch.float32))
+    assert torch.isfinite(dist.log_prob(torch.tensor([2, 3]))).all()
+
+
+def test_a_mask_of_the_wrong_size_is_one_line_naming_both_sizes() -> None:
+    from rlrun.errors import ConfigError
+    from rlrun.ops.action_mask import mask_space_of
+
+    obs = sp.Dict({"observation": sp.Box(0, 1, (4,), np.float32), "action_mask": sp.Box(0, 1, (5,), np.int8)})
+    for build in (lambda: ActorCritic("mlp", [8]).build(obs=obs, actions=sp.Discrete(4)),
+                  lambda: QNetwork("mlp", [8]).build(obs=obs, actions=sp.Discrete(4)),
+                  lambda: mask_space_of(obs, sp.Discrete(4), "algo.action_mask=auto")):
+        try:
+            build()
+        except ConfigError as e:
+            assert "\n" not in str(e) and "(5,)" in str(e) and "4 actions" in str(e), str(e)
+        else:
+            raise AssertionError("a 5-entry mask for 4 actions was accepted")
+    assert mask_space_of(obs, sp.Discrete(5), "x") is obs["action_mask"]
+    assert ActorCritic("mlp", [8], action_mask="off").build(obs=obs, actions=sp.Discrete(4)).masked is False
+
+
+def test_action_mask_off_leaves_the_scores_unmasked() -> None:
+    torch.manual_seed(0)
+    on = QNetwork("mlp", [16], "relu").build(obs=OBS, actions=sp.Discrete(9))
+    off = QNetwork("mlp", [16], "relu", action_mask="off").build(obs=OBS, actions=sp.Discrete(9))
+    off.load_state_dict(on.state_dict())
+    obs = masked_obs(32)
+    assert (on(obs)[:, 0] == MASKED).all() and (off(obs) > MASKED / 2).all()
+    # the mask is not a torso input: the unmasked scores do not depend on it
+    assert_close(off(obs), off({**obs, "action_mask": torch.ones(32, 9, dtype=torch.int8)}))
