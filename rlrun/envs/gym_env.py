@@ -10,6 +10,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from rlrun import spaces as sp
+from rlrun.envs import pomdp  # noqa: F401 - registers CartPoleNoVel-v1 wherever env copies are made
 from rlrun.envs.protocol import gym_card
 from rlrun.envs.vector_entry_point import adapter_for, can_adapt, make_same_step
 from rlrun.errors import ConfigError, one_line
