@@ -57,6 +57,26 @@ def test_the_learner_replays_the_acting_state_across_episode_ends(algo_name, kin
         algo.stop()
 
 
+@pytest.mark.parametrize("algo_name", ["impala", "appo"])
+def test_the_impala_family_takes_a_gru_core(algo_name):
+    """IMPALA and APPO with algo.recurrent=gru: one state tensor per core (actor and critic), zeroed after the
+    cut at 5 steps, and the learner's unroll reproduces the behaviour logits of every step."""
+    algo = build_algo([f"algo={algo_name}", "algo.recurrent=gru", *SMALL, "executor.num_envs=3",
+                       "env.max_episode_steps=5", "algo.unroll_length=12", "algo.batch_size=3"])
+    try:
+        (batch, _), = list(algo.workers.sample_async(12, min_batches=1))
+        r = Rollout.from_samples([batch], algo.spec.observation_space, torch.device("cpu"))
+        assert sorted(k for k in r.extras if k.startswith("state_")) == ["state_0", "state_1"]
+        assert float(r.extras["state_0"][5].abs().max()) == 0.0 and float(r.extras["state_0"][4].abs().max()) > 0
+        first, state0 = algo.agent._first_and_state(r)
+        with torch.no_grad():
+            params, _, _ = algo.agent.network.unroll(r.obs, state0, first)
+        torch.testing.assert_close(params, r.extras["behaviour_logits"], rtol=1e-5, atol=1e-5)
+        algo.agent.update(r)
+    finally:
+        algo.stop()
+
+
 def test_ppo_minibatches_keep_every_env_copys_sequence_whole(monkeypatch):
     """rollout_steps=8, 4 env copies, minibatch_size=16: each gradient step re-unrolls 16 // 8 = 2 whole env-copy
     columns, and each epoch's two minibatches cover the 4 copies once."""
@@ -108,7 +128,8 @@ def test_stop_then_resume_equals_an_uninterrupted_run(algo_name, tmp_path: Path)
 def test_eval_and_export_carry_the_state(workdir: Path):
     """A short recurrent PPO run; ``rlrun eval`` plays its checkpoint (the state reset at each episode start);
     the TorchScript export takes ``(obs, state...)`` and returns ``(actions, state...)``, and stepping it through an
-    episode gives the greedy actions of the live agent stepped the same way."""
+    episode gives the greedy actions and states of the live agent stepped the same way; so does the ONNX export
+    (inputs ``obs, state_0, ...``, outputs ``actions, next_state_0, ...``)."""
     run_rlrun(["algo=ppo", "algo.recurrent=gru", *SMALL, "env=cartpole_novel", "stop.env_steps=512",
                "executor.num_envs=2"], workdir, check=True)
     run_dir = next(p.parent for p in workdir.rglob("summary.json"))
@@ -129,7 +150,47 @@ def test_eval_and_export_carry_the_state(workdir: Path):
             assert torch.equal(actions, agent.get_actions(obs[t], explore=False)), t
             torch.testing.assert_close(tuple(state), agent.acting_state())  # the state out is the live agent's
     assert float(state[0].abs().max()) > 0.0
+
+    ort = pytest.importorskip("onnxruntime")  # the export extra
+    run_rlrun(["export", str(run_dir), "--format", "onnx", "--out", str(workdir / "onnx")], workdir, check=True)
+    session = ort.InferenceSession(str(workdir / "onnx" / "policy.onnx"))
+    assert [i.name for i in session.get_inputs()] == ["obs", "state_0", "state_1"]  # actor and critic GRU
+    state = [s.numpy() for s in agent.initial_state(2)]
+    agent.set_acting_state(None)
+    for t in range(6):
+        actions, *state = session.run(None, {"obs": obs[t].numpy(), "state_0": state[0], "state_1": state[1]})
+        assert (actions == agent.get_actions(obs[t], explore=False).numpy()).all(), t
+        torch.testing.assert_close(torch.as_tensor(state[0]), agent.acting_state()[0], rtol=1e-4, atol=1e-5)
     restored.close()
+
+
+def test_make_agent_carries_the_state_and_resets_it_where_an_application_ends_an_episode():
+    """rlrun.make_agent("ppo", recurrent="gru") in an application's loop over 2 copies of CartPoleNoVel-v1: after
+    each observe() the state of a copy whose episode ended is zero and the others' is not; update() learns on the
+    observed steps with the recorded states."""
+    import gymnasium as gym
+
+    from rlrun import make_agent
+
+    env = gym.make_vec("CartPoleNoVel-v1", num_envs=2, vectorization_mode="sync",
+                       vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    agent = make_agent("ppo", env.single_observation_space, env.single_action_space, recurrent="gru",
+                       recurrent_size=8, hidden_sizes=[8], rollout_steps=16)
+    obs, _ = env.reset(seed=0)
+    ends = 0
+    for t in range(48):
+        actions = agent.get_actions(obs)
+        nxt, rewards, term, trunc, info = env.step(actions)
+        agent.observe(obs, actions, rewards, agent.final_obs(nxt, term, trunc, info), term, trunc)
+        done = torch.as_tensor(term | trunc)
+        h = agent.component.acting_state()[0]
+        assert float(h[done].abs().sum()) == 0.0 and bool((h[~done].abs().sum(dim=-1) > 0).all())
+        ends += int(done.sum())
+        obs = nxt
+        if (t + 1) % 16 == 0:
+            assert "loss/policy" in agent.update()
+    assert ends > 0
+    env.close()
 
 
 @pytest.mark.parametrize("algo_name", ["dqn", "sac", "trpo", "pqn"])
