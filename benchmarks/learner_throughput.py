@@ -261,7 +261,7 @@ class BareActorCritic(nn.Module):
 
 
 def bare_actor_critic(network: Any, obs_space: sp.Box, num_actions: int) -> BareActorCritic:
-    """The hand-written twin of an agent's ``ActorCritic`` / ``IMPALANetwork`` (no LSTM), with its weights."""
+    """The hand-written twin of an agent's ``ActorCritic`` / ``RecurrentActorCritic`` (no core), with its weights."""
     if getattr(network, "core", None) is not None:
         raise ValueError("no hand-written reference for the LSTM core")
     kind = torso_kind(network.torso)

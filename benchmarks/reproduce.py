@@ -148,6 +148,16 @@ SUITES: dict[str, list[Group]] = {
         Group("pqn", "pqn", "cartpole", ("CartPole-v1",), (0, 1, 2), 500_000, overrides=CLEANRL_PQN_CLASSIC,
               note="CleanRL pqn.py defaults (conf/algo_env/pqn_cartpole.yaml)"),
     ],
+    # Memory on a partially observable task: sb3-contrib's RecurrentPPO settings (RL Zoo ppo_lstm.yml) on
+    # CartPoleNoVel-v1, and beside it the same PPO without its core, matched with the same reference: a comparison
+    # row that shows what the memory is worth, not a reproduction.
+    "pomdp": [
+        Group("ppo-lstm", "ppo", "cartpole_novel", ("CartPoleNoVel-v1",), (0, 1, 2), 100_000,
+              note="conf/algo_env/ppo_cartpole_novel.yaml (rl-baselines3-zoo ppo_lstm.yml CartPoleNoVel-v1)"),
+        Group("ppo-no-memory", "ppo", "cartpole_novel", ("CartPoleNoVel-v1",), (0, 1, 2), 100_000,
+              overrides=("algo.recurrent=none",),
+              note="the ppo-lstm settings without the core (algo.recurrent=none): a comparison row"),
+    ],
     "atari": [
         Group("ppo", "ppo", "atari", ("Pong", "Breakout"), (0, 1, 2), 10_000_000, needs="gpu", env_key="game",
               overrides=("device=cuda",), note="conf/algo_env/ppo_atari.yaml (CleanRL ppo_atari.py)"),

@@ -26,6 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rlrun import hydra_search_path
 from rlrun.errors import ConfigError, did_you_mean
 from rlrun.registry import RegistryError, registry
+from rlrun.reporting import no_recurrent_core
 from rlrun.schema import Declared, check_declared, key
 
 # ---------------------------------------------------------------- env
@@ -630,6 +631,9 @@ def _check_against(schema: Any, node: DictConfig, prefix: str, skip: tuple[str, 
     for name in node.keys():
         if name not in valid and name not in skip:
             where = f"{prefix}.{name}" if prefix else str(name)
+            refusal = no_recurrent_core(where, schema.__name__)
+            if refusal:
+                raise ConfigError(refusal)
             raise ConfigError(f"{where}: unknown key for {schema.__name__}.{did_you_mean(str(name), valid)} "
                               f"Valid keys: {', '.join(valid)}.")
     try:

@@ -3,7 +3,8 @@ standalone model: observations in, greedy actions out (the policy's ``get_action
 
 - TorchScript (``policy.pt``): ``torch.jit.trace`` then ``torch.jit.freeze``, so the file holds only what acting
   uses (no replay memory, no target network, no optimizer); load it with ``torch.jit.load`` and call it on a batch
-  of observations ``[B, *obs_shape]``.
+  of observations ``[B, *obs_shape]``. A recurrent policy (``algo.recurrent``) takes and returns its state:
+  ``policy(obs, *state) -> (actions, *next_state)``, the state zeros ``[B, H]`` at every episode start.
 - ONNX (``policy.onnx``, one self-contained file): ``torch.onnx.export``, input ``obs`` with a dynamic batch
   dimension, output ``actions``; needs the ``export`` extra (``pip install 'rlrun[export]'``: onnx, onnxscript,
   and onnxruntime to run it). Only for a single-array observation space.
@@ -48,6 +49,35 @@ class GreedyPolicy(nn.Module):
         return self.policy.get_actions(obs, explore=False)
 
 
+class RecurrentGreedyPolicy(nn.Module):
+    """``(obs, state_0, state_1, ...) -> (greedy actions, next state_0, ...)``: a recurrent policy's greedy step
+    from the state its caller holds (zeros, the policy's ``initial_state(B)``, at every episode start)."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, obs: Any, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.policy.greedy_step(obs, state)
+
+
+def greedy_module(policy: nn.Module, obs: Any) -> tuple[nn.Module, tuple[Any, ...]]:
+    """The module to export and its example inputs: :class:`GreedyPolicy` on ``(obs,)``, or for a policy with a
+    recurrent state (an ``initial_state`` that is not None) :class:`RecurrentGreedyPolicy` on ``(obs, *zeros)``."""
+    initial = getattr(policy, "initial_state", None)
+    state = initial(_batch_of(obs)) if callable(initial) else None
+    if state is None:
+        return GreedyPolicy(policy).eval(), (obs,)
+    return RecurrentGreedyPolicy(policy).eval(), (obs, *state)
+
+
+def _batch_of(obs: Any) -> int:
+    leaf = obs
+    while isinstance(leaf, (dict, tuple, list)):
+        leaf = next(iter(leaf.values())) if isinstance(leaf, dict) else leaf[0]
+    return int(leaf.shape[0])
+
+
 def example_obs(space: sp.Space, batch: int = 2, seed: int = 0, device: str | torch.device = "cpu") -> Any:
     """A batch of observations sampled from ``space``, as torch tensors of the space's dtypes."""
     return sp.to_torch(space, sp.sample(space, (batch,), seed=seed), device)
@@ -60,14 +90,13 @@ def _check_format(fmt: str) -> None:
 
 def export_torchscript(policy: nn.Module, obs_space: sp.Space, path: Path) -> Path:
     """Trace and freeze ``GreedyPolicy(policy)`` on a sample batch and save it (atomically) to ``path``."""
-    module = GreedyPolicy(policy).eval()
-    obs = example_obs(obs_space, device=_device_of(policy))
+    module, inputs = greedy_module(policy, example_obs(obs_space, device=_device_of(policy)))
     try:
         # torch 2.13 marks torch.jit deprecated (in favour of torch.export); it still works and is what C++
         # (libtorch) and older deployments load.
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            traced = torch.jit.trace(module, (obs,), check_trace=False, strict=False)
+            traced = torch.jit.trace(module, inputs, check_trace=False, strict=False)
             frozen = torch.jit.freeze(traced, optimize_numerics=False)
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".tmp")
@@ -90,15 +119,19 @@ def export_onnx(policy: nn.Module, obs_space: sp.Space, path: Path) -> Path:
     except ImportError as e:
         raise RlrunError(f"ONNX export needs the export extra ({e.name} is not installed): "
                          f"pip install 'rlrun[export]'") from None
-    module = GreedyPolicy(policy).eval()
-    obs = example_obs(obs_space, device=_device_of(policy))
+    module, inputs = greedy_module(policy, example_obs(obs_space, device=_device_of(policy)))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
+    batch = torch.export.Dim("batch")
+    states = [f"state_{i}" for i in range(len(inputs) - 1)]  # a recurrent policy's state in and out
+    dynamic: dict[str, Any] = {"obs": {0: batch}}
+    if states:
+        dynamic["state"] = tuple({0: batch} for _ in states)
     try:
         with _quiet_onnx(), torch.no_grad():
-            torch.onnx.export(module, (obs,), str(tmp), input_names=["obs"], output_names=["actions"],
-                              dynamic_shapes={"obs": {0: torch.export.Dim("batch")}}, dynamo=True,
-                              external_data=False, verbose=False)
+            torch.onnx.export(module, inputs, str(tmp), input_names=["obs", *states],
+                              output_names=["actions", *(f"next_{n}" for n in states)],
+                              dynamic_shapes=dynamic, dynamo=True, external_data=False, verbose=False)
     except Exception as e:  # noqa: BLE001
         tmp.unlink(missing_ok=True)
         raise RlrunError(f"ONNX export failed: {one_line(e, 400)}") from None

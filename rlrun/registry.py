@@ -189,7 +189,7 @@ def _register_builtins(r: Registry) -> None:
     r.register("logger", "console", "rlrun.logging.console:ConsoleSink",
                schema="rlrun.config:ConsoleConfig")
     # Components a config names: the torsos (algo.network; lstm_core is there to be refused with a reason, a
-    # recurrent core being the algorithm's own switch, IMPALA's algo.use_lstm) and the policy updates of TRPO
+    # recurrent core being the algorithm's own switch, algo.recurrent) and the policy updates of TRPO
     # (algo.policy_update, which builds multi_step on a gradient_step). The algorithms build their other
     # components from their classes.
     c = "rlrun.components."

@@ -90,11 +90,23 @@ def _unknown_override(e: BaseException) -> str | None:
     if not (m and unknown_key and hasattr(object_type, "__dataclass_fields__")):
         return None
     key = m.group(1)
+    refusal = no_recurrent_core(key, object_type.__name__)
+    if refusal:
+        return refusal
     valid = _field_names(object_type)
     what = "the run's config (rlrun --help lists the groups)" if object_type.__name__ == "RunConfig" else \
         object_type.__name__
     return (f"{key}: unknown key for {what}.{did_you_mean(key.rpartition('.')[2], valid)} "
             f"Valid keys: {', '.join(valid)}.")
+
+
+def no_recurrent_core(key: str, schema_name: str) -> str | None:
+    """The message for ``algo.recurrent`` / ``algo.recurrent_size`` given to an algorithm whose schema lacks them
+    (DQN family, SAC/TD3/DDPG, TRPO, PQN: their updates do not unroll sequences from a recorded state), else None."""
+    if key not in ("algo.recurrent", "algo.recurrent_size"):
+        return None
+    return (f"{key}: {schema_name} cannot carry a recurrent core (its update does not unroll sequences from a "
+            f"recorded state); recurrent policies are algo=ppo, a2c, impala or appo, or drop {key}.")
 
 
 def _omegaconf_detail(cause: BaseException) -> str:

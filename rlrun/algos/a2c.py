@@ -84,7 +84,7 @@ class A2CAgent(OnPolicyAgent):
         normalises its own shard's advantages)."""
         rollout = self.normalize_rollout(batch if batch is not None else self._collected())
         lr = self.set_learning_rate()
-        if self.update_strategy is None:
+        if self.update_strategy is None or self.recurrent:  # a recurrent loss needs whole sequences: no shards
             loss, info, values, ret = self.one_pass_loss(rollout)
             info.update(optimizer_step(self.optimizer, loss, self.cfg.max_grad_norm))
         else:  # the strategy cuts the rows into shards: a loss of rows, after a separate value pass
@@ -101,15 +101,22 @@ class A2CAgent(OnPolicyAgent):
         weights, at half the forward work); only the bootstrap observations get a value pass of their own."""
         T, B = rollout.rewards.shape
         actions = rollout.extras["raw_action"] if self.continuous else rollout.actions
-        params, v = self.network(flatten_time(rollout.obs))
-        values = v.detach().reshape(T, B)
-        with torch.no_grad():
-            adv, ret = truncation_aware_gae(rollout.rewards.float(), values, self.bootstrap_values(rollout),
-                                            self.terminations(rollout), rollout.truncated, self.cfg.gamma,
-                                            self.cfg.gae_lambda)
-        dist = make_distribution(self.action_space, params)
+        if self.recurrent:  # values (with their bootstraps) from one pass, then the whole rollout re-unrolled
+            values, adv, ret = self.advantages(rollout)
+            params, v = self.unroll_rollout(rollout)
+            dist = make_distribution(self.action_space, params)
+            log_prob, entropy, v = dist.log_prob(actions).reshape(-1), dist.entropy().reshape(-1), v.reshape(-1)
+        else:
+            params, v = self.network(flatten_time(rollout.obs))
+            values = v.detach().reshape(T, B)
+            with torch.no_grad():
+                adv, ret = truncation_aware_gae(rollout.rewards.float(), values, self.bootstrap_values(rollout),
+                                                self.terminations(rollout), rollout.truncated, self.cfg.gamma,
+                                                self.cfg.gae_lambda)
+            dist = make_distribution(self.action_space, params)
+            log_prob, entropy = dist.log_prob(flatten_time(actions)), dist.entropy()
         cfg = self.cfg
-        t = a2c_loss(dist.log_prob(flatten_time(actions)), adv.reshape(-1), v, ret.reshape(-1), dist.entropy(),
+        t = a2c_loss(log_prob, adv.reshape(-1), v, ret.reshape(-1), entropy,
                      vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
         info = {LOSS_POLICY: t.policy.detach(), LOSS_VALUE: t.value.detach(),
                 ENTROPY: t.entropy.detach()}

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from rlrun.algos.on_policy_config import OnPolicyKeys
+from rlrun.algos.recurrent_config import RecurrentKeys
 from rlrun.schema import key
 
 
 @dataclass
-class A2CConfig(OnPolicyKeys):
+class A2CConfig(RecurrentKeys, OnPolicyKeys):
     """Synchronous advantage actor-critic, A2C (Mnih et al. 2016, the synchronous variant of Algorithm S3 as in
     OpenAI Baselines / SB3): one gradient step per rollout of n steps of every env copy.
 

@@ -16,10 +16,11 @@ folded into the reward as :func:`rlrun.ops.truncation_aware_gae` does. The unrol
 step T - 1's next observation: the one the next unroll starts from where the copy goes on (the batch's
 ``last_obs``), the final observation where it ended.
 
-Optional LSTM core (``use_lstm``, IMPALA's Atari network): torso -> LSTM -> policy/value head. The acting policy
+Optional recurrent core (``recurrent=lstm|gru``; IMPALA's Atari network has an LSTM): torso -> core ->
+policy/value head (:class:`rlrun.components.recurrent_actor_critic.RecurrentActorCritic`). The acting policy
 keeps one recurrent state per env copy, zeroes it where an episode ended (the worker calls ``reset_episodes``
 after every env step) and records the state before every step (extras ``state_0``, ``state_1``, ...); the learner
-unrolls the LSTM over the T steps of each unroll from the state recorded at its first step, resetting it at
+unrolls the core over the T steps of each unroll from the state recorded at its first step, resetting it at
 episode starts inside the unroll.
 
 Read top to bottom: the network, the agent (act, learn, weights), the plan. ``rlrun.algos.appo`` reuses all of it
@@ -46,13 +47,13 @@ from rlrun.algos.on_policy import (
     policy_factory,
     rmsprop_or_adam,
 )
+from rlrun.components.acting_state import ActingState
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
-from rlrun.components.heads import PolicyValueHead
-from rlrun.components.networks import LSTMCore, make_torso, orthogonal_init_torsos
 from rlrun.components.optimizers import optimizer_step
 from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.components.policy_losses import impala_loss
+from rlrun.components.recurrent_actor_critic import RecurrentActorCritic, State, add_time, drop_time
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
 from rlrun.execution.rollout import Rollout
@@ -71,116 +72,6 @@ from rlrun.metric_names import (
     VS_MEAN,
 )
 from rlrun.ops import explained_variance, map_nest
-from rlrun.ops.action_mask import apply_action_mask, mask_space_of
-
-State = tuple[torch.Tensor, ...] | None
-"""A recurrent state: ``(h, c)`` of the LSTM core, then ``(h, c)`` of the critic's core when the critic has its
-own torso, each ``[B, H]``; None for a feed-forward network."""
-
-# ---------------------------------------------------------------------------------------------------- network
-
-
-class IMPALANetwork(Component):
-    """obs -> torso -> [LSTM core] -> ``PolicyValueHead``.
-
-    ``shared_torso=True`` is IMPALA's layout (one torso, and core, for policy and value). With ``False`` the value
-    reads a critic torso (and core) of the same architecture with its own weights (CleanRL's / SB3's layout for
-    classic control, where a shared torso learns much slower).
-
-    ``unroll(obs [T, B, ...], state, first [T, B])`` -> ``(policy params [T, B, ...], values [T, B], state)``:
-    the LSTM cores (when there are) run over T from ``state`` (None: zeros), zeroing it before the steps where
-    ``first`` is set; a feed-forward network ignores ``state`` and ``first`` and returns state None.
-    ``forward(obs [B, ...])`` is one step from the zero state: ``(policy params, values)``.
-    """
-
-    def __init__(self, network: str = "auto", hidden_sizes: list[int] | tuple[int, ...] = (64, 64),
-                 activation: str = "tanh", use_lstm: bool = False, lstm_size: int = 256,
-                 shared_torso: bool = True, orthogonal_init: bool = True, name: str = "network",
-                 action_mask: str = "auto") -> None:
-        """``network``: torso kind (mlp | nature_cnn | impala_resnet | auto, see
-        :func:`rlrun.components.networks.make_torso`); ``hidden_sizes``/``activation``: MLP torso layout;
-        ``use_lstm``: an LSTM core of ``lstm_size`` units between torso and head; ``shared_torso``: one torso (and
-        core) for policy and value; ``orthogonal_init``: orthogonal torso weights (gain sqrt 2), zero biases, and the
-        head's 0.01 / 1 gains (CleanRL / Baselines); ``action_mask``: auto (a Dict observation's ``action_mask``
-        masks the logits) | off."""
-        super().__init__(name)
-        self.network, self.hidden_sizes, self.activation = network, list(hidden_sizes), activation
-        self.use_lstm, self.lstm_size = bool(use_lstm), int(lstm_size)
-        self.shared_torso, self.orthogonal_init = bool(shared_torso), bool(orthogonal_init)
-        self.head = PolicyValueHead(0.0, orthogonal_init, name="head")
-        self.action_mask = action_mask
-
-    def _stack(self, obs: sp.Space, prefix: str) -> tuple[Component, Component | None, Any]:
-        """A torso and, with ``use_lstm``, a core on it: ``(torso, core, port of the features)``."""
-        torso = make_torso(self.network, self.hidden_sizes, self.activation, f"{prefix}torso", obs=obs)
-        self.build_child(torso, obs=obs)
-        features, core = torso.output("forward"), None
-        if self.use_lstm:
-            core = LSTMCore(self.lstm_size, name=f"{prefix}core")
-            self.build_child(core, x=features)
-            features = core.output("forward")
-        return torso, core, features
-
-    def _build(self, obs: sp.Space, actions: sp.Space) -> None:
-        self.masked = self.action_mask != "off" and mask_space_of(obs, actions, "algo.action_mask=auto") is not None
-        self.torso, self.core, features = self._stack(obs, "")
-        self.build_child(self.head, x=features, actions=actions)
-        self.critic_torso = self.critic_core = None
-        if not self.shared_torso:  # the value layer reads the critic's features (same width)
-            self.critic_torso, self.critic_core, critic_features = self._stack(obs, "critic_")
-            self.build_child(self.head, x=critic_features)
-        if self.orthogonal_init:
-            orthogonal_init_torsos(self.torso, self.critic_torso)
-        self.output_spaces["forward"] = self.head.output_spaces["forward"]
-
-    @api
-    def initial_state(self, batch_size: int) -> State:
-        """The zero state of ``batch_size`` sequences (None without an LSTM)."""
-        if self.core is None:
-            return None
-        state = self.core.initial_state(batch_size)
-        if self.critic_core is not None:
-            state = (*state, *self.critic_core.initial_state(batch_size))
-        return state
-
-    @api
-    def unroll(self, obs: Any, state: State = None, first: torch.Tensor | None = None) -> tuple[Any, torch.Tensor,
-                                                                                                   State]:
-        x = self.torso(obs)  # [T, B, F]: the torsos fold any leading ranks
-        if self.core is not None:
-            x, actor_state = self.core(x, None if state is None else state[:2], first)
-        if self.critic_torso is None:
-            params, values = self.head(x)
-            return self._masked(params, obs), values, actor_state if self.core is not None else None
-        y = self.critic_torso(obs)
-        if self.critic_core is not None:
-            y, critic_state = self.critic_core(y, None if state is None else state[2:], first)
-        params, values = self._masked(self.head.get_policy(x), obs), self.head.get_value(y)
-        return params, values, (*actor_state, *critic_state) if self.core is not None else None
-
-    def _masked(self, params: Any, obs: Any) -> Any:
-        """Discrete logits ``[T, B, n]`` masked by the observations' action masks (unless ``action_mask=off``)."""
-        return apply_action_mask(params, obs) if self.masked else params
-
-    @api
-    def forward(self, obs: Any) -> tuple[Any, torch.Tensor]:
-        params, values, _ = self.unroll(_add_time(obs))
-        return _drop_time(params), values[0]
-
-
-def _add_time(x: Any) -> Any:
-    return map_nest(lambda t: t.unsqueeze(0), x)
-
-
-def _drop_time(x: Any) -> Any:
-    return map_nest(lambda t: t[0], x)
-
-
-def _batch_size(obs: Any) -> int:
-    while isinstance(obs, (dict, tuple, list)):
-        obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
-    return int(obs.shape[0])
-
 
 # ---------------------------------------------------------------------------------------------------- agent
 
@@ -196,16 +87,16 @@ class IMPALAAgent(Component):
     def __init__(self, cfg: IMPALAConfig, seed: int = 0, name: str = "impala_agent") -> None:
         super().__init__(name)
         self.cfg = cfg
-        self.network = IMPALANetwork(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.use_lstm,
-                                     cfg.lstm_size, cfg.shared_torso, cfg.orthogonal_init, name="network",
-                                     action_mask=cfg.action_mask)
+        self.network = RecurrentActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.recurrent,
+                                            cfg.recurrent_size, cfg.shared_torso, cfg.orthogonal_init, name="network",
+                                            action_mask=cfg.action_mask)
         self.update_autocast: tuple[str, torch.dtype] | None = None
         """The update's autocast ``(device type, dtype)`` (``device.precision=bf16``, set by rlrun.devices), or None:
         every gradient step's loss runs under it (:meth:`autocast`)."""
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps learnt on (LR schedule)
         self.register_buffer("updates", torch.zeros((), dtype=torch.int64))  # learner updates = weights version
         self.lr_schedule = LinearDecay(cfg.lr, cfg.anneal_lr, cfg.total_env_steps, name)
-        self._acting_state: State = None  # per env copy, while acting (not a buffer: never synced)
+        self._acting = ActingState()
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         build_actor_critic(self, obs, actions)
@@ -235,16 +126,11 @@ class IMPALAAgent(Component):
         the ``weights_version`` [B] acted with, and with an LSTM the state before the step (``state_0``,
         ``state_1``, ... [B, H]: see :data:`State`). With an LSTM both modes advance the per-copy recurrent state."""
         state = None
-        if self.cfg.use_lstm:
-            state = self._acting_state
-            batch = _batch_size(obs)
-            if state is None or state[0].shape[0] != batch:  # first call, or another number of env copies
-                state = self.network.initial_state(batch)
-            elif state[0].is_inference() and not torch.is_inference_mode_enabled():
-                state = tuple(s.clone() for s in state)  # acted in a worker's inference mode, used outside it
-        params, _, new_state = self.network.unroll(_add_time(obs), state)
-        params = _drop_time(params)
-        self._acting_state = new_state
+        if self.cfg.recurrent != "none":
+            state = self._acting.before_step(obs, self.network.initial_state)
+        params, _, new_state = self.network.unroll(add_time(obs), state)
+        params = drop_time(params)
+        self._acting.after_step(new_state)
         dist = make_distribution(self.action_space, params)
         if not explore:
             return self._clip(dist.deterministic())
@@ -264,18 +150,23 @@ class IMPALAAgent(Component):
 
     def reset_episodes(self, done: np.ndarray) -> None:
         """Worker hook, after every env step: zero the recurrent state of the env copies whose episode ended."""
-        if self._acting_state is None or not np.any(done):
-            return
-        h = self._acting_state[0]
-        keep = torch.as_tensor(~np.asarray(done, dtype=bool), dtype=h.dtype, device=h.device).unsqueeze(-1)
-        self._acting_state = tuple(s * keep for s in self._acting_state)
+        self._acting.reset(done)
+
+    def initial_state(self, batch_size: int) -> State:
+        """The zero recurrent state of ``batch_size`` env copies (None without a core): an episode's first."""
+        return self.network.initial_state(batch_size)
+
+    def greedy_step(self, obs: Any, state: State) -> tuple[torch.Tensor, ...]:
+        """``(greedy actions, *next state)`` from the ``state`` the caller holds: the exported recurrent policy."""
+        params, _, new_state = self.network.unroll(add_time(obs), tuple(state))
+        return (self._clip(make_distribution(self.action_space, drop_time(params)).deterministic()), *new_state)
 
     def acting_state(self) -> State:
-        """The per-env-copy recurrent state while acting (None before the first step or without an LSTM)."""
-        return None if self._acting_state is None else tuple(t.clone() for t in self._acting_state)
+        """The per-env-copy recurrent state while acting (None before the first step or without a core)."""
+        return self._acting.snapshot()
 
     def set_acting_state(self, state: State) -> None:
-        self._acting_state = None if state is None else tuple(t.clone() for t in state)
+        self._acting.restore(state)
 
     # ------------------------------------------------------------------ learning
 
@@ -286,7 +177,7 @@ class IMPALAAgent(Component):
     def _first_and_state(self, rollout: Rollout) -> tuple[torch.Tensor | None, State]:
         """The learner's LSTM inputs: ``first`` [T, B] (step t starts an episode: ``done[t - 1]``; at t = 0 the
         recorded state is already reset) and the state recorded before each unroll's first step."""
-        if not self.cfg.use_lstm:
+        if self.cfg.recurrent == "none":
             return None, None
         done = rollout.done
         first = torch.zeros_like(done)
@@ -310,21 +201,21 @@ class IMPALAAgent(Component):
 
         with torch.no_grad():
             last = rollout.next_obs(rollout.step_rows(T - 1))
-            _, v_last, _ = self.network.unroll(_add_time(last), final_state)
+            _, v_last, _ = self.network.unroll(add_time(last), final_state)
             bootstrap = v_last[0]
             next_values = torch.zeros_like(rewards)
             next_values[T - 1] = bootstrap
             mid = truncated_only[:T - 1].bool()
             if mid.any():
-                if not cfg.use_lstm:  # all truncated rows at once, as one batch of observations
+                if cfg.recurrent == "none":  # all truncated rows at once, as one batch of observations
                     next_obs = rollout.next_obs(rollout.rows(mid))  # steps < T - 1: mid's flat rows are the rollout's
-                    next_values[:T - 1][mid] = self.network.unroll(_add_time(next_obs))[1][0]
+                    next_values[:T - 1][mid] = self.network.unroll(add_time(next_obs))[1][0]
                 else:  # rare: the state after step t of copy b, by unrolling that copy up to t
                     for t, b in torch.nonzero(mid).tolist():
                         col = slice(b, b + 1)
                         prefix = map_nest(lambda x, t=t, col=col: x[:t + 1, col], rollout.obs)
                         _, _, s = self.network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
-                        v = self.network.unroll(_add_time(rollout.next_obs(rollout.step_rows(t)[col])), s)[1]
+                        v = self.network.unroll(add_time(rollout.next_obs(rollout.step_rows(t)[col])), s)[1]
                         next_values[t, b] = v[0, 0]
         rewards = rewards + cfg.gamma * truncated_only * next_values
         return rewards, cfg.gamma * (1.0 - done), bootstrap

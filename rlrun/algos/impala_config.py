@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from rlrun.schema import Declared, key
+from rlrun.algos.recurrent_config import RecurrentKeys
+from rlrun.schema import key
 
 
 @dataclass
-class IMPALAConfig(Declared):
+class IMPALAConfig(RecurrentKeys):
     """IMPALA (Espeholt et al. 2018): asynchronous actors, a V-trace actor-critic learner (rlrun/algos/impala.py).
 
     The defaults are said here only, each with its source (conf/algo/impala.yaml selects this schema): RLlib's IMPALA
@@ -79,14 +80,9 @@ class IMPALAConfig(Declared):
     """Hidden layer widths of an MLP torso (shared by policy and value). Default: RLlib fcnet_hiddens default."""
     activation: str = key("tanh", choices=('relu', 'tanh', 'elu'))
     """MLP torso activation: relu | tanh | elu. Default: RLlib fcnet_activation default."""
-    use_lstm: bool = False
-    """An LSTM core between torso and head (per-env-copy recurrent state while acting, unrolled by the learner).
-    Default: RLlib use_lstm default (the paper's Atari: true)."""
-    lstm_size: int = key(256, "[1, inf)")
-    """Units of the LSTM core (use_lstm only). Default: Espeholt et al. 2018 / RLlib lstm_cell_size."""
     shared_torso: bool = False
-    """One torso (and LSTM core) for policy and value (IMPALA's layout); false: the critic has its own. Default: tuned
-    here: a shared one learns CartPole slower."""
+    """One torso (and recurrent core) for policy and value (IMPALA's layout); false: the critic has its own.
+    Default: tuned here: a shared one learns CartPole slower."""
     orthogonal_init: bool = True
     """Orthogonal init (gain sqrt 2 torso, 0.01 policy layer, 1 value layer), zero biases. Default: CleanRL /
     Baselines."""

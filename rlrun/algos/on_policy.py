@@ -22,15 +22,17 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.algos.base import DISCRETE_OR_BOX, Algorithm, IterationResult, check_action_space, learner_metrics
+from rlrun.components.acting_state import ActingState
 from rlrun.components.actor_critic import ActorCritic
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.normalizers import RewardScaler
 from rlrun.components.optimizers.lr_schedule import LinearDecay
+from rlrun.components.recurrent_actor_critic import RecurrentActorCritic, State, add_time, drop_time
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.rollout import Rollout
 from rlrun.metric_names import GRADIENT_STEPS, UPDATES
-from rlrun.ops import flatten_time, truncation_aware_gae
+from rlrun.ops import flatten_time, map_nest, truncation_aware_gae
 
 # ---------------------------------------------------------------------------------------------------- building
 
@@ -95,6 +97,12 @@ class OnPolicyAgent(Component):
     default ``self.optimizer``; its state is saved with the agent's), and defines the ``update`` API; it may replace
     the network (:meth:`_make_network`) and the build (:meth:`_build`: by default :func:`build_actor_critic`).
     ``generator`` draws the minibatches of an update that takes several (its state is saved too).
+
+    With ``algo.recurrent=lstm|gru`` (PPO, A2C) the network is a
+    :class:`~rlrun.components.recurrent_actor_critic.RecurrentActorCritic`: acting keeps a state per env copy
+    (:class:`~rlrun.components.acting_state.ActingState`, zeroed by the ``reset_episodes`` worker hook) and records
+    it before every step (extras ``state_0``, ``state_1``, ...); the learner re-unrolls each env copy's sequence from
+    the state recorded at the rollout's first step (:meth:`unroll_rollout`).
     """
 
     learns_from = "observe"
@@ -113,10 +121,21 @@ class OnPolicyAgent(Component):
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.int64))  # env steps trained on (LR schedule)
         self._steps: list[dict[str, Any]] = []  # observe()'d time steps not yet used by update()
         self.lr_schedule = LinearDecay(cfg.lr, cfg.anneal_lr, cfg.total_env_steps, name)
+        self._acting = ActingState()  # the recurrent state per env copy while acting (recurrent only)
 
-    def _make_network(self, cfg: Any) -> ActorCritic:
+    @property
+    def recurrent(self) -> bool:
+        """The network has a recurrent core (``algo.recurrent=lstm|gru``; TRPO's schema has no such key)."""
+        return getattr(self.cfg, "recurrent", "none") != "none"
+
+    def _make_network(self, cfg: Any) -> ActorCritic | RecurrentActorCritic:
         """The actor-critic network from ``algo.network``, ``hidden_sizes``, ``activation``, ``shared_torso``,
-        ``orthogonal_init``, ``init_log_std``, ``normalize_obs`` and ``obs_clip``."""
+        ``orthogonal_init``, ``init_log_std``, ``normalize_obs`` and ``obs_clip``; with ``algo.recurrent`` a
+        recurrent one (``recurrent_size`` units)."""
+        if getattr(cfg, "recurrent", "none") != "none":
+            return RecurrentActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.recurrent,
+                                        cfg.recurrent_size, cfg.shared_torso, cfg.orthogonal_init, cfg.init_log_std,
+                                        cfg.normalize_obs, cfg.obs_clip, name="network", action_mask=cfg.action_mask)
         return ActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.shared_torso,
                            cfg.orthogonal_init, cfg.init_log_std, cfg.normalize_obs, cfg.obs_clip, name="network",
                            action_mask=cfg.action_mask)
@@ -150,16 +169,51 @@ class OnPolicyAgent(Component):
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> Any:
         """``explore=False``: the mode of the policy (clipped to a Box's bounds). ``explore=True``: a sample, as
-        ``(actions, {"log_prob": [B]})`` (plus ``"raw_action"``, the unclipped sample, for Box actions); a rollout
-        worker records these extras per step."""
-        dist = make_distribution(self.action_space, self.network.get_policy(obs))
+        ``(actions, {"log_prob": [B]})`` (plus ``"raw_action"``, the unclipped sample, for Box actions, and with a
+        recurrent core the state before the step, ``state_0``, ``state_1``, ... ``[B, H]``); a rollout worker
+        records these extras per step. With a recurrent core both modes advance the per-copy state."""
+        state = None
+        if self.recurrent:
+            state = self._acting.before_step(obs, self.network.initial_state)
+            params, _, new_state = self.network.unroll(add_time(obs), state)
+            params = drop_time(params)
+            self._acting.after_step(new_state)
+        else:
+            params = self.network.get_policy(obs)
+        dist = make_distribution(self.action_space, params)
         if not explore:
             return self._clip(dist.deterministic())
         sample = dist.sample()
         extras = {"log_prob": dist.log_prob(sample)}
         if self.continuous:
             extras["raw_action"] = sample
+        if state is not None:
+            extras.update({f"state_{i}": s for i, s in enumerate(state)})
         return self._clip(sample), extras
+
+    @property
+    def reset_episodes(self) -> Callable[[Any], None] | None:
+        """The worker hook a recurrent policy has (after every env step: zero the state of the env copies whose
+        episode ended); None for a feed-forward one, which keeps no per-copy state (and so may act on groups of
+        copies: ``executor.vector_mode=pipelined``)."""
+        return self._acting.reset if self.recurrent else None
+
+    def initial_state(self, batch_size: int) -> State:
+        """The zero recurrent state of ``batch_size`` env copies (None without a core): an episode's first."""
+        return self.network.initial_state(batch_size) if self.recurrent else None
+
+    def greedy_step(self, obs: Any, state: State) -> tuple[torch.Tensor, ...]:
+        """``(greedy actions, *next state)`` from the ``state`` the caller holds: the exported recurrent policy."""
+        params, _, new_state = self.network.unroll(add_time(obs), tuple(state))
+        return (self._clip(make_distribution(self.action_space, drop_time(params)).deterministic()), *new_state)
+
+    def acting_state(self) -> State:
+        """A copy of the per-env-copy recurrent state while acting (None before the first step or without a
+        core): saved with the plan's checkpoint."""
+        return self._acting.snapshot()
+
+    def set_acting_state(self, state: State) -> None:
+        self._acting.restore(state)
 
     def _clip(self, actions: torch.Tensor) -> torch.Tensor:
         return clip_to_bounds(self, actions)
@@ -186,8 +240,11 @@ class OnPolicyAgent(Component):
         """``(values, advantages, returns)`` ``[T, B]`` of a time-major rollout under the current weights."""
         T, B = rollout.rewards.shape
         with torch.no_grad():
-            values = self.network.get_value(flatten_time(rollout.obs)).reshape(T, B)
-            next_values = self.bootstrap_values(rollout)
+            if self.recurrent:
+                values, next_values = self.recurrent_values(rollout)
+            else:
+                values = self.network.get_value(flatten_time(rollout.obs)).reshape(T, B)
+                next_values = self.bootstrap_values(rollout)
             adv, ret = truncation_aware_gae(rollout.rewards.float(), values, next_values, self.terminations(rollout),
                                             rollout.truncated, self.cfg.gamma, self.cfg.gae_lambda)
         return values, adv, ret
@@ -211,6 +268,44 @@ class OnPolicyAgent(Component):
         out = torch.zeros(T * B, device=rows.device)
         out[rows] = self.network.get_value(rollout.next_obs(rows)).float()
         return out.reshape(T, B).to(rollout.rewards.device)
+
+    def sequence_starts(self, rollout: Rollout) -> tuple[torch.Tensor, State]:
+        """What a recurrent learner unrolls from: ``first`` ``[T, B]`` (step t starts an episode: ``done[t - 1]``;
+        at t = 0 the recorded state is already reset) and the state recorded before the rollout's first step."""
+        first = torch.zeros_like(rollout.done)
+        first[1:] = rollout.done[:-1]
+        n = len(self.network.initial_state(1))
+        return first, tuple(rollout.extras[f"state_{i}"][0] for i in range(n))
+
+    def unroll_rollout(self, rollout: Rollout, columns: torch.Tensor | None = None) -> tuple[Any, torch.Tensor]:
+        """The recurrent network over the whole rollout (or the env copies ``columns``), each copy's sequence from
+        its recorded first state with resets at episode starts: ``(policy params [T, b, ...], values [T, b])``."""
+        first, state0 = self.sequence_starts(rollout)
+        obs = rollout.obs
+        if columns is not None:
+            obs = map_nest(lambda x: x[:, columns], obs)
+            first, state0 = first[:, columns], tuple(s[columns] for s in state0)
+        params, values, _ = self.network.unroll(obs, state0, first)
+        return params, values
+
+    def recurrent_values(self, rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(values, next values)`` ``[T, B]`` of a recurrent network, as :meth:`bootstrap_values` reads them:
+        ``V(s'_t)`` after the last step from the state after it, and after a mid-rollout truncation from the state
+        after that step (by unrolling that copy up to it: rare)."""
+        first, state0 = self.sequence_starts(rollout)
+        T, B = rollout.rewards.shape
+        _, values, final = self.network.unroll(rollout.obs, state0, first)
+        next_values = torch.zeros(T, B, device=values.device)
+        last = rollout.next_obs(rollout.step_rows(T - 1))
+        next_values[T - 1] = self.network.unroll(add_time(last), final)[1][0].float()
+        mid = (rollout.truncated.bool() & ~self.terminations(rollout).bool())[:T - 1]
+        for t, b in torch.nonzero(mid).tolist():
+            col = slice(b, b + 1)
+            prefix = map_nest(lambda x, t=t, col=col: x[:t + 1, col], rollout.obs)
+            _, _, s = self.network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
+            v = self.network.unroll(add_time(rollout.next_obs(rollout.step_rows(t)[col])), s)[1]
+            next_values[t, b] = v[0, 0].float()
+        return values.float(), next_values.to(rollout.rewards.device)
 
     def normalize_rollout(self, rollout: Rollout) -> Rollout:
         """The first step of every update: fold the rollout's raw observations into the observation normaliser
@@ -302,11 +397,16 @@ class OnPolicyPlan(ActorCriticPlan):
         return result
 
     def state_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent.state_dict(), "env_steps": self.env_steps, "updates": self.updates,
-                "gradient_steps": self.gradient_steps}
+        state = {"agent": self.agent.state_dict(), "env_steps": self.env_steps, "updates": self.updates,
+                 "gradient_steps": self.gradient_steps}
+        if self.agent.recurrent:  # where the env copies' memories stand: a resumed run acts on from there
+            state["acting_state"] = self.agent.acting_state()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.agent.load_state_dict(state["agent"])
         self.env_steps = int(state["env_steps"])
         self.updates = int(state["updates"])
         self.gradient_steps = int(state["gradient_steps"])
+        if self.agent.recurrent:
+            self.agent.set_acting_state(state.get("acting_state"))

@@ -35,7 +35,7 @@ from rlrun.metric_names import (
     LOSS_VALUE,
     LR,
 )
-from rlrun.ops import explained_variance, flatten_time
+from rlrun.ops import explained_variance, flatten_time, map_nest
 
 log = logging.getLogger(__name__)
 
@@ -73,16 +73,30 @@ class PPOAgent(OnPolicyAgent):
         values, adv, ret = self.advantages(rollout)
         lr = self.set_learning_rate()
         actions = rollout.extras["raw_action"] if self.continuous else rollout.actions
-        data = flatten_time({"obs": rollout.obs, "actions": actions, "old_log_prob": rollout.extras["log_prob"],
-                             "advantages": adv, "returns": ret, "old_values": values})
+        per_step = {"actions": actions, "old_log_prob": rollout.extras["log_prob"], "advantages": adv,
+                    "returns": ret, "old_values": values}
         cfg = self.cfg
+        T, B = ret.shape
+        if self.recurrent:  # minibatches of whole env-copy sequences (CleanRL's ppo_atari_lstm): items are columns
+            data = {"columns": torch.arange(B), **map_nest(lambda x: x.transpose(0, 1), per_step)}
+            minibatch_size = max(1, cfg.minibatch_size // T)
+        else:
+            data = flatten_time({"obs": rollout.obs, **per_step})
+            minibatch_size = cfg.minibatch_size
         clip_eps = cfg.clip_eps * (self.remaining() if cfg.anneal_clip else 1.0)
 
         def loss_fn(mb: dict[str, Any]) -> tuple[torch.Tensor, dict]:
-            params, v = self.network(mb["obs"])
+            if self.recurrent:  # re-unroll the minibatch's copies over the rollout: [T, b]
+                params, v = self.unroll_rollout(rollout, mb.pop("columns"))
+                mb = map_nest(lambda x: x.transpose(0, 1), mb)
+            else:
+                params, v = self.network(mb["obs"])
             dist = make_distribution(self.action_space, params)
-            t = ppo_loss(dist.log_prob(mb["actions"]), mb["old_log_prob"], mb["advantages"], v, mb["returns"],
-                         dist.entropy(), mb["old_values"], clip_eps=clip_eps, vf_clip_eps=cfg.vf_clip_eps,
+            log_prob, entropy = dist.log_prob(mb["actions"]).reshape(-1), dist.entropy().reshape(-1)
+            if self.recurrent:
+                mb, v = flatten_time(mb), v.reshape(-1)
+            t = ppo_loss(log_prob, mb["old_log_prob"], mb["advantages"], v, mb["returns"],
+                         entropy, mb["old_values"], clip_eps=clip_eps, vf_clip_eps=cfg.vf_clip_eps,
                          vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, normalize_advantage=cfg.normalize_advantage)
             return t.total, {LOSS_POLICY: t.policy.detach(), LOSS_VALUE: t.value.detach(),
                              ENTROPY: t.entropy.detach(), CLIP_FRACTION: t.clip_fraction,
@@ -90,8 +104,8 @@ class PPOAgent(OnPolicyAgent):
 
         steps = []
         for _ in range(cfg.num_epochs):
-            for mb in minibatches(data, cfg.minibatch_size, self.generator):
-                if self.update_strategy is None:
+            for mb in minibatches(data, minibatch_size, self.generator):
+                if self.update_strategy is None or self.recurrent:  # a recurrent minibatch is not sharded
                     loss, step = loss_fn(mb)
                     step.update(optimizer_step(self.optimizer, loss, cfg.max_grad_norm))
                 else:

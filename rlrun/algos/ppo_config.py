@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from rlrun.algos.on_policy_config import OnPolicyKeys
+from rlrun.algos.recurrent_config import RecurrentKeys
 from rlrun.schema import key
 
 
 @dataclass
-class PPOConfig(OnPolicyKeys):
+class PPOConfig(RecurrentKeys, OnPolicyKeys):
     """PPO (Schulman et al. 2017) with the implementation details of CleanRL's ppo.py / Baselines' ppo2.
 
     The defaults are said here only, each with its source (conf/algo/ppo.yaml selects this schema): tuned for
@@ -41,7 +42,9 @@ class PPOConfig(OnPolicyKeys):
     """Passes over each rollout (epochs of minibatch gradient steps). Default: rl-zoo CartPole-v1 n_epochs (CleanRL
     4)."""
     minibatch_size: int = key(256, "[1, inf)")
-    """Env steps (transitions) per gradient step. Default: rl-zoo CartPole-v1 batch_size."""
+    """Env steps (transitions) per gradient step. With algo.recurrent: whole env-copy sequences of rollout_steps,
+    max(1, minibatch_size // rollout_steps) of them per gradient step (CleanRL ppo_atari_lstm's minibatches of
+    envs). Default: rl-zoo CartPole-v1 batch_size."""
     clip_eps: float = key(0.2, "(0, inf)")
     """Clip range of the probability ratio, epsilon of Eq. 7 (dimensionless), at env step 0. Default: Schulman et al.
     2017 Table 3 / rl-zoo."""

@@ -5,7 +5,7 @@
   concatenated, then the MLP layers (Stable-Baselines3's ``MultiInputPolicy``).
 - ``NatureCNN`` (Mnih et al. 2015) and ``ImpalaResNet`` (Espeholt et al. 2018): channel-first images ``[C, H, W]``.
 - ``MinAtarCNN`` (Young & Tian 2019): MinAtar's small ``[C, 10, 10]`` grids of 0/1 object channels.
-- ``LSTMCore``: time-major sequences of features with episode-start resets (IMPALA / TorchBeast).
+- ``LSTMCore``: the recurrent core of kind ``lstm`` (:mod:`rlrun.components.recurrent_core`).
 - ``make_torso``: the feed-forward torso an ``algo.network`` names, through the registry's ``network`` kind (the
   one road: every algorithm's torso, and a plugin's own networks), or for ``auto`` the one the observation space
   calls for (a uint8 image ``[C, H, W]``: the Nature CNN; a bool one, MinAtar's object channels: the MinAtar CNN;
@@ -26,6 +26,7 @@ from torch import nn
 
 from rlrun import spaces as sp
 from rlrun.components.base import Component, ComponentBuildError, api
+from rlrun.components.recurrent_core import RecurrentCore
 from rlrun.errors import ConfigError
 from rlrun.ops.action_mask import MASK_KEY
 from rlrun.registry import RegistryError, registry
@@ -372,59 +373,16 @@ class MultiInputTorso(Component):
 # ---------------------------------------------------------------------------------------------- recurrent core
 
 
-class LSTMCore(Component):
-    """A one-layer LSTM over time-major sequences whose state is reset to zero at episode starts.
-
-    ``forward(x, state, first)``: ``x`` ``[T, B, D]``; ``state`` = ``(h, c)``, each ``[B, H]`` (``None``: zeros);
-    ``first`` ``[T, B]`` (bool or 0/1 float; ``None``: no resets) marks the first step of an episode: the state
-    of that batch item is zeroed *before* the step is processed, as in IMPALA / TorchBeast's ``AtariNet``.
-    Returns ``(outputs [T, B, H], (h, c))``. The sequence is cut only at the time steps where some item resets,
-    and each piece runs as one ``nn.LSTM`` call (no loop over the batch; no loop over time without resets).
-
-    Declared output spaces: ``forward`` is the space of the per-step outputs (Box(H,) with ranks ``[T, B]``), the
-    port a head is built from; ``initial_state`` is the space of the state ``(h, c)`` (ranks ``[B]``), which
-    ``forward`` also returns.
-    """
+class LSTMCore(RecurrentCore):
+    """IMPALA's LSTM core: a :class:`~rlrun.components.recurrent_core.RecurrentCore` of kind ``lstm`` (state
+    ``(h, c)``); ``lstm`` is its ``nn.LSTM``."""
 
     def __init__(self, hidden_size: int = 256, name: str | None = None) -> None:
-        """``hidden_size``: width H of the LSTM's hidden and cell state (256 in IMPALA's Atari network)."""
-        super().__init__(name or "lstm_core")
-        self.hidden_size = int(hidden_size)
+        super().__init__("lstm", hidden_size, name or "lstm_core")
 
-    def _build(self, x: sp.Space) -> None:
-        self.require("x", x, kinds=(sp.Box,), rank=1, floating=True)
-        self.lstm = nn.LSTM(int(x.shape[0]), self.hidden_size)
-        h = sp.Box(-np.inf, np.inf, (self.hidden_size,), np.float32)
-        self.output_spaces["forward"] = h
-        self.output_spaces["initial_state"] = sp.Tuple((h, h))
-
-    @api
-    def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Zero state ``(h, c)``, each ``[batch_size, H]``, on the core's device."""
-        w = self.lstm.weight_hh_l0
-        zeros = torch.zeros(batch_size, self.hidden_size, dtype=w.dtype, device=w.device)
-        return zeros, zeros.clone()
-
-    @api
-    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None,
-                first: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        if state is None:
-            h = c = x.new_zeros(1, x.shape[1], self.hidden_size)
-        else:
-            h, c = state[0].unsqueeze(0), state[1].unsqueeze(0)
-        if first is None:
-            out, (h, c) = self.lstm(x, (h, c))
-            return out, (h[0], c[0])
-        first = first.bool()
-        keep = (~first).to(x.dtype).unsqueeze(-1)  # [T, B, 1]: 0 where the state is reset before the step
-        cuts = (torch.nonzero(first[1:].any(dim=1)).flatten() + 1).tolist()
-        bounds = [0, *cuts, x.shape[0]]
-        outs = []
-        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
-            h, c = h * keep[start], c * keep[start]
-            out, (h, c) = self.lstm(x[start:end], (h, c))
-            outs.append(out)
-        return (outs[0] if len(outs) == 1 else torch.cat(outs)), (h[0], c[0])
+    @property
+    def lstm(self) -> nn.LSTM:
+        return self.rnn
 
 
 def auto_torso(obs: sp.Space) -> str:
@@ -449,8 +407,8 @@ def make_torso(network: str, hidden_sizes: list[int], activation: str, name: str
     """The torso ``network`` names in the registry's ``network`` kind, built as ``name``: an MLP gets
     ``hidden_sizes`` and ``activation``; ``auto`` picks one from ``obs`` (:func:`auto_torso`; it needs ``obs``).
     ``layer_norm`` (PQN's): the MLP and the MinAtar CNN take it; another torso asked for it is a ConfigError. Only
-    feed-forward torsos (obs -> features) qualify: a recurrent core is the algorithm's own choice (IMPALA's
-    ``use_lstm``)."""
+    feed-forward torsos (obs -> features) qualify: a recurrent core is the algorithm's own choice
+    (``algo.recurrent``)."""
     if network == "auto":
         if obs is None:
             raise ConfigError("algo.network=auto needs the observation space to choose; name a torso instead.")

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from rlrun import spaces as sp
-from rlrun.envs import registered  # noqa: F401 - rlrun's own ids (rlrun/TicTacToe-v0, ...) in every process
+from rlrun.envs import registered  # noqa: F401 - rlrun's own ids (CartPoleNoVel-v1, ...) in every process
 from rlrun.envs.action_masks import InfoMaskToObservation, info_has_mask
 from rlrun.envs.protocol import gym_card
 from rlrun.envs.vector_entry_point import adapter_for, can_adapt, make_same_step

@@ -14,9 +14,10 @@ import torch
 from conftest import only_summary, rollout_form, run_rlrun
 
 from rlrun import spaces as sp
-from rlrun.algos.impala import IMPALAAgent, IMPALANetwork
+from rlrun.algos.impala import IMPALAAgent
 from rlrun.algos.impala_config import IMPALAConfig
 from rlrun.app.run import run_experiment
+from rlrun.components.recurrent_actor_critic import RecurrentActorCritic
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.execution.rollout import Rollout
@@ -130,7 +131,7 @@ def test_sum_reduction_scales_the_loss_by_the_items(reduction):
 def test_network_built_alone(shared_torso, use_lstm):
     """forward: one step [B]; unroll: [T, B] with the state after the last step (two (h, c) pairs with a critic
     core of its own; None without an LSTM)."""
-    net = IMPALANetwork("mlp", [16], "tanh", use_lstm=use_lstm, lstm_size=8, shared_torso=shared_torso)
+    net = RecurrentActorCritic("mlp", [16], "tanh", "lstm" if use_lstm else "none", 8, shared_torso=shared_torso)
     test = ComponentTest(net, {"obs": CARTPOLE_OBS, "actions": sp.Discrete(3)}, batch_shape=(5,))
     logits, value = test.call("forward")
     assert logits.shape == (5, 3) and value.shape == (5,)
@@ -183,7 +184,7 @@ def test_lstm_state_is_recorded_reset_and_replayed_by_the_learner():
     zero right after an episode end, and the learner's unroll from the state recorded at the unroll's first step,
     with resets at episode starts, reproduces the behaviour logits of every step. A truncation inside the unroll
     bootstraps from V(final observation) with the state after that step (checked by stepping the network)."""
-    algo = build_algo(["algo=impala", "algo.use_lstm=true", "algo.lstm_size=8", "algo.hidden_sizes=[8]",
+    algo = build_algo(["algo=impala", "algo.recurrent=lstm", "algo.recurrent_size=8", "algo.hidden_sizes=[8]",
                        "algo.shared_torso=false", "executor.num_envs=3", "env.max_episode_steps=5",
                        "algo.unroll_length=12"])
     try:
@@ -286,7 +287,7 @@ def test_same_seed_same_parameters(use_lstm):
     """executor=local, the same seed and config twice: identical parameters after K = 3 updates; another seed
     gives other parameters."""
     overrides = ["algo=impala", "executor.num_envs=2", "algo.unroll_length=8", "algo.hidden_sizes=[16]",
-                 f"algo.use_lstm={str(use_lstm).lower()}", "algo.lstm_size=8", "algo.batch_size=2"]
+                 f"algo.recurrent={'lstm' if use_lstm else 'none'}", "algo.recurrent_size=8", "algo.batch_size=2"]
     runs = []
     for seed in (0, 0, 1):
         algo = build_algo(overrides, seed=seed)
@@ -306,7 +307,7 @@ def test_state_dict_round_trip_continues_identically(tmp_path: Path):
     the same parameters, RMSProp state, counters and acting LSTM state, so one more update on the same batch and
     one more action give the same results in both."""
     overrides = ["algo=impala", "executor.num_envs=2", "algo.unroll_length=6", "algo.hidden_sizes=[8]",
-                 "algo.use_lstm=true", "algo.lstm_size=4", "algo.optimizer=rmsprop", "algo.anneal_lr=true",
+                 "algo.recurrent=lstm", "algo.recurrent_size=4", "algo.optimizer=rmsprop", "algo.anneal_lr=true",
                  "stop.env_steps=1000", "algo.batch_size=2"]
     a, b = build_algo(overrides, seed=0), build_algo(overrides, seed=5)
     try:
