@@ -131,7 +131,9 @@ class PPO(OnPolicyPlan):
     def __init__(self, cfg: PPOConfig, *args: Any) -> None:
         super().__init__(cfg, *args)
         rollout = cfg.rollout_steps * self.workers.num_envs
-        if cfg.minibatch_size > rollout:  # minibatches() takes the whole rollout then: say so, it is not what was asked
+        # minibatches() takes the whole rollout then: say so, it is not what was asked (a plan restored for eval or
+        # export has no env copies, and no rollout to speak of)
+        if 0 < rollout < cfg.minibatch_size:
             log.warning("algo.minibatch_size=%d is larger than a rollout (algo.rollout_steps=%d x %d env copies = %d "
                         "env steps): each epoch is one gradient step on the whole rollout. Set "
                         "algo.minibatch_size<=%d, or raise algo.rollout_steps.", cfg.minibatch_size,

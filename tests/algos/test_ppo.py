@@ -360,6 +360,8 @@ def test_a_minibatch_larger_than_the_rollout_is_said_and_each_epoch_is_one_step(
     assert ("algo.minibatch_size=1000000 is larger than a rollout (algo.rollout_steps=32 x 8 env copies = 256 env "
             "steps): each epoch is one gradient step on the whole rollout") in proc.stdout + proc.stderr
     assert only_summary(workdir)["env_steps"] == 256
+    exported = run_rlrun(["export", only_summary(workdir)["run_dir"]], workdir, check=True)  # built without envs
+    assert "larger than a rollout" not in exported.stdout + exported.stderr
     quiet = run_rlrun(["algo=ppo", "stop.env_steps=1", "logger=none", "export.formats=[]"], workdir, check=True)
     assert "larger than a rollout" not in quiet.stdout + quiet.stderr
 
