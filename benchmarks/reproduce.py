@@ -72,6 +72,9 @@ class Group:
     smoke: tuple[str, ...] = field(default=())  # extra overrides of --smoke (tiny budgets)
     env_key: str = "id"  # the env key the envs are given by (Atari: game)
     wall_time_s: float | None = None  # a wall-time budget per run (CPU-sized Atari): stop.wall_time_s
+    eval_episodes: int | None = None
+    """Where the reference measures the final model greedily (RL Zoo's benchmark): each finished run is evaluated
+    with ``rlrun eval <run dir> episodes=N`` and the row's finals are those greedy returns, not training returns."""
 
     def sweep_overrides(self, smoke: bool = False, envs: tuple[str, ...] | None = None,
                         seeds: tuple[int, ...] | None = None) -> list[str]:
@@ -141,10 +144,12 @@ SUITES: dict[str, list[Group]] = {
               overrides=CLEANRL_PPO_CLASSIC, note="CleanRL ppo.py defaults"),
         Group("c51", "c51", "cartpole", ("CartPole-v1", "Acrobot-v1"), (0, 1, 2), 500_000,
               note="conf/algo_env/c51_classic.yaml (CleanRL c51.py defaults)"),
-        Group("qrdqn-cartpole", "qrdqn", "cartpole", ("CartPole-v1",), (0, 1, 2), 50_000,
-              note="conf/algo_env/qrdqn_cartpole.yaml (rl-baselines3-zoo qrdqn.yml CartPole-v1)"),
-        Group("qrdqn-acrobot", "qrdqn", "acrobot", ("Acrobot-v1",), (0, 1, 2), 100_000,
-              note="conf/algo_env/qrdqn_acrobot.yaml (rl-baselines3-zoo qrdqn.yml Acrobot-v1)"),
+        Group("qrdqn-cartpole", "qrdqn", "cartpole", ("CartPole-v1",), (0, 1, 2), 50_000, eval_episodes=100,
+              note="conf/algo_env/qrdqn_cartpole.yaml (rl-baselines3-zoo qrdqn.yml CartPole-v1); final model's "
+                   "greedy return over 100 episodes, as RL Zoo measures"),
+        Group("qrdqn-acrobot", "qrdqn", "acrobot", ("Acrobot-v1",), (0, 1, 2), 100_000, eval_episodes=100,
+              note="conf/algo_env/qrdqn_acrobot.yaml (rl-baselines3-zoo qrdqn.yml Acrobot-v1); final model's "
+                   "greedy return over 100 episodes, as RL Zoo measures"),
         Group("pqn", "pqn", "cartpole", ("CartPole-v1",), (0, 1, 2), 500_000, overrides=CLEANRL_PQN_CLASSIC,
               note="CleanRL pqn.py defaults (conf/algo_env/pqn_cartpole.yaml)"),
     ],
@@ -264,6 +269,8 @@ def harvest(runs: Path, out: Path, suite: str, group: Group, smoke: bool = False
         if path.exists():
             continue
         record = {k: summary.get(k) for k in SUMMARY_KEYS}
+        if group.eval_episodes:
+            record["final_eval"] = greedy_eval(run_dir, 2 if smoke else group.eval_episodes)
         record.update(suite=suite, group=group.name, smoke=smoke, overrides=_overrides(run_dir),
                       hardware=fingerprint(), curve=_curve(run_dir), curve_x="env steps",
                       curve_y=f"episode/return_mean (last {RETURN_WINDOW} training episodes)")
@@ -271,6 +278,27 @@ def harvest(runs: Path, out: Path, suite: str, group: Group, smoke: bool = False
         path.write_text(json.dumps(record, indent=1) + "\n")
         written.append(path)
     return written
+
+
+def greedy_eval(run_dir: Path, episodes: int) -> dict[str, Any]:
+    """``rlrun eval <run dir> episodes=N`` (its eval.json, kept when it exists for that many episodes): the final
+    model's greedy return, the measure of RL Zoo's benchmark."""
+    path = run_dir / "eval.json"
+    done = json.loads(path.read_text()) if path.exists() else {}
+    if done.get("episodes") != episodes:
+        rlrun = Path(sys.executable).parent / "rlrun"
+        subprocess.run([str(rlrun), "eval", str(run_dir), f"episodes={episodes}"], check=True,
+                       capture_output=True, stdin=subprocess.DEVNULL)
+        done = json.loads(path.read_text())
+    return {k: done[k] for k in ("episodes", "return_mean", "return_std", "seed")}
+
+
+def final_return(record: dict[str, Any], group: Group) -> float | None:
+    """A run's final: its greedy evaluation where the group measures that way, else its training return."""
+    if group.eval_episodes:
+        return float(record["final_eval"]["return_mean"]) if record.get("final_eval") else None
+    value = record.get("episode_return_mean")
+    return None if value is None else float(value)
 
 
 def _overrides(run_dir: Path) -> list[str]:
@@ -400,7 +428,7 @@ def build_rows(suite: str, out: Path, refs: list[dict[str, Any]], gpu: bool) -> 
         records = load_records(out, suite, group)
         for env in group.envs:
             mine = [records[(env, s)] for s in group.seeds if (env, s) in records]
-            finals = [float(r["episode_return_mean"]) for r in mine if r.get("episode_return_mean") is not None]
+            finals = [f for f in (final_return(r, group) for r in mine) if f is not None]
             mean, std = _mean_std(finals)
             iqm = es.bootstrap_ci([finals], es.iqm).as_dict() if finals else None
             row: dict[str, Any] = {

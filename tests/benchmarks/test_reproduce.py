@@ -5,6 +5,7 @@ committed table is what its committed records give."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_rlrun
 
 from benchmarks import reproduce as rp
 
@@ -186,3 +188,18 @@ def test_the_performance_profile_png_is_written(tmp_path: Path) -> None:
             for e, f in (("A", [90.0, 100.0]), ("B", [110.0, 120.0]))]
     path = rp.plot_profile("s", rows, tmp_path)
     assert path == tmp_path / "s-profile.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_group_measured_greedily_records_each_runs_evaluation(tmp_path: Path) -> None:
+    """RL Zoo measures the final model greedily: a group that measures as it does evaluates each finished run
+    (``rlrun eval <run dir> episodes=N``) and its finals are those returns; other groups keep the training return."""
+    group = rp.Group("g", "qrdqn", "cartpole", ("CartPole-v1",), (0,), 64, eval_episodes=3)
+    run_dir = tmp_path / "runs" / "classic" / "g" / "0"
+    run_rlrun(["algo=qrdqn", "stop.env_steps=64", "executor.num_envs=1", "logger=none", "export.formats=[]",
+               f"hydra.run.dir={run_dir}"], tmp_path, check=True)
+    [path] = rp.harvest(tmp_path / "runs", tmp_path / "out", "classic", group)
+    record = json.loads(path.read_text())
+    evaluated = json.loads((run_dir / "eval.json").read_text())
+    assert record["final_eval"]["episodes"] == evaluated["episodes"] == 3
+    assert rp.final_return(record, group) == evaluated["return_mean"]
+    assert rp.final_return(record, dataclasses.replace(group, eval_episodes=None)) == record["episode_return_mean"]
