@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from rlrun import evaluation_stats as es
+from rlrun.app.plot import read_normaliser, read_scalars, run_env, scale_of
 from rlrun.errors import ConfigError, RlrunError, one_line
 from rlrun.metric_names import RETURN_MEAN
 
@@ -105,16 +106,8 @@ def run_dirs(path: Path, select: list[str] | None = None) -> list[Path]:
 def read_run_dir(run_dir: Path, metric: str) -> Run:
     import json
 
-    from omegaconf import OmegaConf
-
-    from rlrun.app.plot import read_scalars
-
     summary = json.loads((run_dir / "summary.json").read_text())
-    env = "?"
-    config_path = run_dir / ".hydra" / "config.yaml"
-    if config_path.is_file():
-        cfg = OmegaConf.load(config_path)
-        env = f"{OmegaConf.select(cfg, 'env.name', default='?')}:{OmegaConf.select(cfg, 'env.id', default='?')}"
+    env = run_env(run_dir)
     curve = read_scalars(run_dir, metric) if (run_dir / "tensorboard").is_dir() else None
     if metric in SUMMARY_KEYS:
         score = summary.get(SUMMARY_KEYS[metric])
@@ -150,33 +143,12 @@ def read_mlflow(run_id: str, metric: str, tracking_uri: str | None) -> list[Run]
     return out
 
 
-def read_normaliser(path: str) -> dict[str, tuple[float, float]]:
-    """``{env: (low, high)}`` from a YAML or JSON file of ``<env id>: {low: L, high: H}`` (e.g. random and human
-    scores of Atari games): a score becomes ``(score - low) / (high - low)``, 0 at low and 1 at high."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-        table = {str(env): (float(v["low"]), float(v["high"])) for env, v in data.items()}
-    except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError) as e:
-        raise ConfigError(f"--normaliser {path}: not a file of '<env id>: {{low: L, high: H}}' entries "
-                          f"({one_line(e)}).") from None
-    flat = [env for env, (low, high) in table.items() if high == low]
-    if flat:
-        raise ConfigError(f"--normaliser {path}: {flat[0]} has low == high: give two different scores.")
-    return table
-
-
 def normalised(side: Side, table: dict[str, tuple[float, float]]) -> Side:
     """The side with every score and curve on its env's normalised scale (the env named by its id, the part after
     ``<env name>:``, or in full)."""
     runs = []
     for r in side.runs:
-        key = r.env if r.env in table else r.env.partition(":")[2]
-        if key not in table:
-            raise ConfigError(f"--normaliser has no entry for {r.env} ({side.label}): add '{key}: {{low: L, high: "
-                              f"H}}' to it.")
-        low, high = table[key]
+        low, high = scale_of(r.env, table, side.label)
         curve = None if r.curve is None else (r.curve[0], (r.curve[1] - low) / (high - low))
         runs.append(Run(r.name, r.env, None if r.score is None else (r.score - low) / (high - low), curve))
     return Side(side.label, runs)

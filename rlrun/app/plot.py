@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from rlrun.errors import RlrunError
+from rlrun.errors import ConfigError, RlrunError, one_line
 from rlrun.evaluation_stats import curve_band, iqm, performance_profile, performance_profile_band
 from rlrun.metric_names import FRAMES, FRAMES_PER_S, RETURN_MEAN
 
@@ -30,6 +30,7 @@ FPS_TAG = FRAMES_PER_S
 FRAMES_TAG = FRAMES
 DEFAULT_OUT = "learning_curves.png"
 GRID_POINTS = 200  # points of the common grid a group's seeds are interpolated onto
+ENV_KEYS = ("env=", "env.id=", "env.game=")  # the overrides that choose the env (dropped when groups span envs)
 
 
 @dataclass
@@ -40,6 +41,8 @@ class RunCurves:
     overrides: list[str]
     curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     x_is_frames: bool = True
+    env: str = "?"
+    """``<env name>:<env id>`` from the run's saved config (what a normaliser's entries are looked up by)."""
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -64,7 +67,7 @@ def read_run(run_dir: Path) -> RunCurves:
         return {e.step: e.value for e in acc.Scalars(tag)} if tag in tags else {}
 
     frames = series(FRAMES_TAG)
-    run = RunCurves(Path(run_dir), run_overrides(Path(run_dir)), x_is_frames=bool(frames))
+    run = RunCurves(Path(run_dir), run_overrides(Path(run_dir)), x_is_frames=bool(frames), env=run_env(Path(run_dir)))
     for tag in (RETURN_TAG, FPS_TAG):
         points = sorted(series(tag).items())
         if points:
@@ -87,6 +90,52 @@ def read_scalars(run_dir: Path, tag: str) -> tuple[np.ndarray, np.ndarray] | Non
     points = sorted((e.step, e.value) for e in acc.Scalars(tag))
     x = np.array([frames.get(step, step) for step, _ in points], dtype=float)
     return x, np.array([v for _, v in points], dtype=float)
+
+
+def run_env(run_dir: Path) -> str:
+    """``<env name>:<env id>`` of a run, from its saved config (``?`` for a part it does not say)."""
+    path = run_dir / ".hydra" / "config.yaml"
+    if not path.is_file():
+        return "?:?"
+    import yaml
+
+    env = (yaml.safe_load(path.read_text()) or {}).get("env") or {}
+    return f"{env.get('name', '?')}:{env.get('id', '?')}"
+
+
+def read_normaliser(path: str) -> dict[str, tuple[float, float]]:
+    """``{env: (low, high)}`` from a YAML or JSON file of ``<env id>: {low: L, high: H}`` (e.g. random and human
+    scores of Atari games): a score becomes ``(score - low) / (high - low)``, 0 at low and 1 at high."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+        table = {str(env): (float(v["low"]), float(v["high"])) for env, v in data.items()}
+    except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"--normaliser {path}: not a file of '<env id>: {{low: L, high: H}}' entries "
+                          f"({one_line(e)}).") from None
+    flat = [env for env, (low, high) in table.items() if high == low]
+    if flat:
+        raise ConfigError(f"--normaliser {path}: {flat[0]} has low == high: give two different scores.")
+    return table
+
+
+def scale_of(env: str, table: dict[str, tuple[float, float]], who: str) -> tuple[float, float]:
+    """The normaliser's ``(low, high)`` of ``env`` (``<env name>:<env id>``: its entry by the id, or in full);
+    ``who`` names the run in the error when there is none."""
+    key = env if env in table else env.partition(":")[2]
+    if key not in table:
+        raise ConfigError(f"--normaliser has no entry for {env} ({who}): add '{key}: {{low: L, high: H}}' to it.")
+    return table[key]
+
+
+def normalised(run: RunCurves, table: dict[str, tuple[float, float]]) -> RunCurves:
+    """The run with its return curve on its env's scale ``(r - low) / (high - low)`` (:func:`scale_of`)."""
+    if RETURN_TAG not in run.curves:
+        return run
+    low, high = scale_of(run.env, table, str(run.run_dir))
+    x, y = run.curves[RETURN_TAG]
+    return replace(run, curves={**run.curves, RETURN_TAG: (x, (y - low) / (high - low))})
 
 
 def run_overrides(run_dir: Path) -> list[str]:
@@ -143,12 +192,17 @@ def profiles(finals: dict[str, np.ndarray], points: int = GRID_POINTS
     return taus, out
 
 
-def group_runs(runs: list[RunCurves]) -> tuple[dict[str, list[RunCurves]], list[str]]:
-    """Runs grouped by their overrides less the seed; the labels keep only the overrides that differ between
-    groups. Returns ``({label: runs}, the overrides every run shares)``."""
+def group_runs(runs: list[RunCurves], across_envs: bool = False) -> tuple[dict[str, list[RunCurves]], list[str]]:
+    """Runs grouped by their overrides less the seed (``across_envs``: less the env's too, so that a group is one
+    setting over several envs and seeds); the labels keep only the overrides that differ between groups. Returns
+    ``({label: runs}, the overrides every run shares)``."""
     from rlrun.app.sweep import group_of  # lazily: the sweep module loads Hydra, which plotting rarely needs
 
-    keys = {id(r): group_of(r.overrides).split(" ") if r.overrides else [r.run_dir.name] for r in runs}
+    def key(r: RunCurves) -> list[str]:
+        words = group_of(r.overrides).split(" ") if r.overrides else [r.run_dir.name]
+        return [w for w in words if not (across_envs and w.startswith(ENV_KEYS))] or ["(defaults)"]
+
+    keys = {id(r): key(r) for r in runs}
     common = set.intersection(*(set(k) for k in keys.values())) if runs else set()
     groups: dict[str, list[RunCurves]] = {}
     for r in runs:
@@ -157,8 +211,11 @@ def group_runs(runs: list[RunCurves]) -> tuple[dict[str, list[RunCurves]], list[
     return groups, sorted(o for o in common if o != "(defaults)")
 
 
-def plot(path: Path, out: Path | None = None) -> tuple[Path, int, int]:
-    """Write the PNG; return ``(file, runs, groups)``. Raises RlrunError when there is nothing to plot."""
+def plot(path: Path, out: Path | None = None,
+         normaliser: dict[str, tuple[float, float]] | None = None) -> tuple[Path, int, int]:
+    """Write the PNG; return ``(file, runs, groups)``. Raises RlrunError when there is nothing to plot.
+    ``normaliser`` (:func:`read_normaliser`): every return on its env's ``(score - low) / (high - low)`` scale, and
+    groups span envs (a setting's runs on every env and seed), so each line aggregates across envs."""
     path = Path(path)
     if not path.is_dir():
         raise RlrunError(f"{path}: not a directory. Give a run directory (outputs/...) or a sweep directory "
@@ -171,7 +228,11 @@ def plot(path: Path, out: Path | None = None) -> tuple[Path, int, int]:
     runs = [r for r in runs if r.curves]
     if not runs:
         raise RlrunError(f"{path}: the event files hold no {RETURN_TAG} or {FPS_TAG} scalars.")
-    groups, common = group_runs(runs)
+    if normaliser is not None:
+        runs = [normalised(r, normaliser) for r in runs]
+    groups, common = group_runs(runs, across_envs=normaliser is not None)
+    returns = "normalised return" if normaliser is not None else RETURN_TAG
+    over = "runs of every env" if normaliser is not None else "seeds"
 
     import matplotlib
 
@@ -192,7 +253,8 @@ def plot(path: Path, out: Path | None = None) -> tuple[Path, int, int]:
                 value, std = ys.mean(axis=0), ys.std(axis=0)
                 low, high = value - std, value + std
             ax.plot(x, value, color=color, marker="o" if len(x) <= 30 else None, markersize=3,
-                    label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+                    label=f"{label} ({len(curves)} {'run' if normaliser is not None else 'seed'}"
+                          f"{'s' if len(curves) > 1 else ''})")
             if len(curves) > 1:
                 ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
     finals = {label: np.array([r.curves[RETURN_TAG][1][-1] for r in members if RETURN_TAG in r.curves])
@@ -206,15 +268,15 @@ def plot(path: Path, out: Path | None = None) -> tuple[Path, int, int]:
             axes[2].plot(taus, value, color=color)
             if finals[label].size > 1:
                 axes[2].fill_between(taus, low, high, color=color, alpha=0.2, linewidth=0)
-    axes[2].set_xlabel(f"final {RETURN_TAG} tau")
+    axes[2].set_xlabel(f"final {returns} tau")
     axes[2].set_ylabel("fraction of runs with final return > tau")
     axes[2].set_title("performance profile (95% bootstrap band)")
     axes[2].grid(alpha=0.3)
     for ax, tag in zip(axes[:2], (RETURN_TAG, FPS_TAG), strict=True):
         ax.set_xlabel(x_label)
-        ax.set_ylabel(tag)
+        ax.set_ylabel(returns if tag == RETURN_TAG else tag)
         ax.grid(alpha=0.3)
-    axes[0].set_title("return (IQM over seeds, 95% bootstrap band)")
+    axes[0].set_title(f"{returns} (IQM over {over}, 95% bootstrap band)")
     axes[1].set_title("throughput (mean ± std over seeds)")
     handles, labels = axes[0].get_legend_handles_labels()
     if not handles:
@@ -246,9 +308,13 @@ def main(argv: list[str] | None = None) -> None:
                     "and frames/s of a run or a sweep, from its TensorBoard event files, as a PNG.")
     parser.add_argument("path", help="a run directory (outputs/...) or a sweep directory (multirun/...)")
     parser.add_argument("--out", help=f"the PNG to write (default: <path>/{DEFAULT_OUT})")
+    parser.add_argument("--normaliser", default=None,
+                        help="a YAML file of '<env id>: {low: L, high: H}': returns as (r - L) / (H - L), each "
+                             "setting's runs aggregated across envs")
     args = parser.parse_args(argv)
     try:
-        out, n_runs, n_groups = plot(Path(args.path), Path(args.out) if args.out else None)
+        table = read_normaliser(args.normaliser) if args.normaliser else None
+        out, n_runs, n_groups = plot(Path(args.path), Path(args.out) if args.out else None, table)
     except RlrunError as e:
         print(f"rlrun-plot: error: {e}", file=sys.stderr)
         sys.exit(2)

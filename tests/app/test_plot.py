@@ -127,3 +127,32 @@ def test_profiles_span_every_groups_final_returns() -> None:
     np.testing.assert_allclose(by_group["y"][0], [1.0, 1.0, 0.0])
     low, high = by_group["x"][1:]
     assert np.all(low <= by_group["x"][0]) and np.all(by_group["x"][0] <= high)
+
+
+def test_a_normaliser_puts_envs_on_one_scale_and_each_setting_spans_them(tmp_path: Path) -> None:
+    """With --normaliser a setting's runs on CartPole and Acrobot are one group, each return as (r - low) /
+    (high - low); an env the file lacks is one line and exit 2."""
+    for env, kind in (("CartPole-v1", "cartpole"), ("Acrobot-v1", "acrobot")):
+        run_rlrun([f"env={kind}", f"env.id={env}", "stop.env_steps=600", "executor.num_envs=1",
+                   "algo.learning_starts=100", "logger.console.enabled=false", "logger.mlflow.enabled=false",
+                   f"hydra.run.dir=runs/{kind}"], tmp_path, check=True)
+    table = tmp_path / "scores.yaml"
+    table.write_text("CartPole-v1: {low: 0, high: 500}\nAcrobot-v1: {low: -500, high: 0}\n")
+    out = tmp_path / "curves.png"
+    proc = subprocess.run([PLOT, str(tmp_path / "runs"), "--normaliser", str(table), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "(2 runs in 1 group)" in proc.stdout and out.read_bytes()[:8] == PNG_SIGNATURE
+    from rlrun.app.plot import normalised
+
+    runs = {r.env: r for r in (read_run(d) for d in (tmp_path / "runs").iterdir())}
+    assert set(runs) == {"gym:CartPole-v1", "gym:Acrobot-v1"}
+    scales = {"CartPole-v1": (0.0, 500.0), "Acrobot-v1": (-500.0, 0.0)}
+    for env, (low, high) in (("gym:CartPole-v1", (0.0, 500.0)), ("gym:Acrobot-v1", (-500.0, 0.0))):
+        raw = runs[env].curves[RETURN_TAG][1]
+        np.testing.assert_allclose(normalised(runs[env], scales).curves[RETURN_TAG][1], (raw - low) / (high - low))
+    table.write_text("CartPole-v1: {low: 0, high: 500}\n")
+    proc = subprocess.run([PLOT, str(tmp_path / "runs"), "--normaliser", str(table)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "no entry for gym:Acrobot-v1" in proc.stderr and "add 'Acrobot-v1: {low: L, high: H}'" in proc.stderr
