@@ -157,9 +157,10 @@ SUITES: dict[str, list[Group]] = {
     # CartPoleNoVel-v1, and beside it the same PPO without its core, matched with the same reference: a comparison
     # row that shows what the memory is worth, not a reproduction.
     "pomdp": [
-        Group("ppo-lstm", "ppo", "cartpole_novel", ("CartPoleNoVel-v1",), (0, 1, 2), 100_000,
-              note="conf/algo_env/ppo_cartpole_novel.yaml (rl-baselines3-zoo ppo_lstm.yml CartPoleNoVel-v1)"),
-        Group("ppo-no-memory", "ppo", "cartpole_novel", ("CartPoleNoVel-v1",), (0, 1, 2), 100_000,
+        Group("ppo-lstm", "ppo", "cartpole_novel", ("CartPoleNoVel-v1",), (0, 1, 2), 100_000, eval_episodes=100,
+              note="conf/algo_env/ppo_cartpole_novel.yaml (rl-baselines3-zoo ppo_lstm.yml CartPoleNoVel-v1); final "
+                   "model's greedy return over 100 episodes, as RL Zoo measures"),
+        Group("ppo-no-memory", "ppo", "cartpole_novel", ("CartPoleNoVel-v1",), (0, 1, 2), 100_000, eval_episodes=100,
               overrides=("algo.recurrent=none",),
               note="the ppo-lstm settings without the core (algo.recurrent=none): a comparison row"),
     ],
