@@ -53,7 +53,14 @@ from rlrun.components.distributions import make_distribution
 from rlrun.components.optimizers import optimizer_step
 from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.components.policy_losses import impala_loss
-from rlrun.components.recurrent_actor_critic import RecurrentActorCritic, State, add_time, drop_time
+from rlrun.components.recurrent_actor_critic import (
+    RecurrentActorCritic,
+    State,
+    add_time,
+    drop_time,
+    sequence_starts,
+    value_after_step,
+)
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.learner_thread import LearnerThread
 from rlrun.execution.rollout import Rollout
@@ -71,7 +78,7 @@ from rlrun.metric_names import (
     UPDATES,
     VS_MEAN,
 )
-from rlrun.ops import explained_variance, map_nest
+from rlrun.ops import explained_variance
 
 # ---------------------------------------------------------------------------------------------------- agent
 
@@ -179,11 +186,7 @@ class IMPALAAgent(Component):
         recorded state is already reset) and the state recorded before each unroll's first step."""
         if self.cfg.recurrent == "none":
             return None, None
-        done = rollout.done
-        first = torch.zeros_like(done)
-        first[1:] = done[:-1]
-        n = len(self.network.initial_state(1))
-        return first, tuple(rollout.extras[f"state_{i}"][0] for i in range(n))
+        return sequence_starts(self.network, rollout.done, rollout.extras)
 
     def targets_inputs(self, rollout: Rollout, final_state: State, state0: State,
                        first: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -212,11 +215,8 @@ class IMPALAAgent(Component):
                     next_values[:T - 1][mid] = self.network.unroll(add_time(next_obs))[1][0]
                 else:  # rare: the state after step t of copy b, by unrolling that copy up to t
                     for t, b in torch.nonzero(mid).tolist():
-                        col = slice(b, b + 1)
-                        prefix = map_nest(lambda x, t=t, col=col: x[:t + 1, col], rollout.obs)
-                        _, _, s = self.network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
-                        v = self.network.unroll(add_time(rollout.next_obs(rollout.step_rows(t)[col])), s)[1]
-                        next_values[t, b] = v[0, 0]
+                        next_obs = rollout.next_obs(rollout.step_rows(t)[b:b + 1])
+                        next_values[t, b] = value_after_step(self.network, rollout.obs, next_obs, state0, first, t, b)
         rewards = rewards + cfg.gamma * truncated_only * next_values
         return rewards, cfg.gamma * (1.0 - done), bootstrap
 

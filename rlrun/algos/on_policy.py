@@ -28,7 +28,14 @@ from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.normalizers import RewardScaler
 from rlrun.components.optimizers.lr_schedule import LinearDecay
-from rlrun.components.recurrent_actor_critic import RecurrentActorCritic, State, add_time, drop_time
+from rlrun.components.recurrent_actor_critic import (
+    RecurrentActorCritic,
+    State,
+    add_time,
+    drop_time,
+    sequence_starts,
+    value_after_step,
+)
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.execution.rollout import Rollout
 from rlrun.metric_names import GRADIENT_STEPS, UPDATES
@@ -132,7 +139,7 @@ class OnPolicyAgent(Component):
         """The actor-critic network from ``algo.network``, ``hidden_sizes``, ``activation``, ``shared_torso``,
         ``orthogonal_init``, ``init_log_std``, ``normalize_obs`` and ``obs_clip``; with ``algo.recurrent`` a
         recurrent one (``recurrent_size`` units)."""
-        if getattr(cfg, "recurrent", "none") != "none":
+        if self.recurrent:
             return RecurrentActorCritic(cfg.network, list(cfg.hidden_sizes), cfg.activation, cfg.recurrent,
                                         cfg.recurrent_size, cfg.shared_torso, cfg.orthogonal_init, cfg.init_log_std,
                                         cfg.normalize_obs, cfg.obs_clip, name="network", action_mask=cfg.action_mask)
@@ -272,10 +279,7 @@ class OnPolicyAgent(Component):
     def sequence_starts(self, rollout: Rollout) -> tuple[torch.Tensor, State]:
         """What a recurrent learner unrolls from: ``first`` ``[T, B]`` (step t starts an episode: ``done[t - 1]``;
         at t = 0 the recorded state is already reset) and the state recorded before the rollout's first step."""
-        first = torch.zeros_like(rollout.done)
-        first[1:] = rollout.done[:-1]
-        n = len(self.network.initial_state(1))
-        return first, tuple(rollout.extras[f"state_{i}"][0] for i in range(n))
+        return sequence_starts(self.network, rollout.done, rollout.extras)
 
     def unroll_rollout(self, rollout: Rollout, columns: torch.Tensor | None = None) -> tuple[Any, torch.Tensor]:
         """The recurrent network over the whole rollout (or the env copies ``columns``), each copy's sequence from
@@ -300,11 +304,8 @@ class OnPolicyAgent(Component):
         next_values[T - 1] = self.network.unroll(add_time(last), final)[1][0].float()
         mid = (rollout.truncated.bool() & ~self.terminations(rollout).bool())[:T - 1]
         for t, b in torch.nonzero(mid).tolist():
-            col = slice(b, b + 1)
-            prefix = map_nest(lambda x, t=t, col=col: x[:t + 1, col], rollout.obs)
-            _, _, s = self.network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
-            v = self.network.unroll(add_time(rollout.next_obs(rollout.step_rows(t)[col])), s)[1]
-            next_values[t, b] = v[0, 0].float()
+            next_obs = rollout.next_obs(rollout.step_rows(t)[b:b + 1])
+            next_values[t, b] = value_after_step(self.network, rollout.obs, next_obs, state0, first, t, b).float()
         return values.float(), next_values.to(rollout.rewards.device)
 
     def normalize_rollout(self, rollout: Rollout) -> Rollout:

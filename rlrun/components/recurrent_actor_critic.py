@@ -17,7 +17,7 @@ from rlrun.components.recurrent_core import RecurrentCore
 from rlrun.ops import map_nest
 from rlrun.ops.action_mask import apply_action_mask, mask_space_of
 
-__all__ = ["RecurrentActorCritic", "State"]
+__all__ = ["RecurrentActorCritic", "State", "add_time", "drop_time", "sequence_starts", "value_after_step"]
 
 State = tuple[torch.Tensor, ...] | None
 """A recurrent state: the actor's core state (``(h, c)`` of an LSTM, ``(h,)`` of a GRU), then the critic core's
@@ -134,3 +134,25 @@ def add_time(x: Any) -> Any:
 def drop_time(x: Any) -> Any:
     """The first (only) time step of every tensor of a nest."""
     return map_nest(lambda t: t[0], x)
+
+
+def sequence_starts(network: RecurrentActorCritic, done: torch.Tensor,
+                    extras: dict[str, torch.Tensor]) -> tuple[torch.Tensor, State]:
+    """What a learner unrolls a rollout's sequences from: ``first`` ``[T, B]`` (step t starts an episode:
+    ``done[t - 1]``; at t = 0 the recorded state is already reset) and the state the acting policy recorded before
+    the rollout's first step (extras ``state_0``, ``state_1``, ... ``[T, B, H]``)."""
+    first = torch.zeros_like(done)
+    first[1:] = done[:-1]
+    n = len(network.initial_state(1))
+    return first, tuple(extras[f"state_{i}"][0] for i in range(n))
+
+
+def value_after_step(network: RecurrentActorCritic, obs: Any, next_obs: Any, state0: State, first: torch.Tensor,
+                     t: int, b: int) -> torch.Tensor:
+    """``V(s'_t)`` of env copy ``b`` from the state after its step ``t``, found by unrolling that copy's sequence
+    (``obs`` ``[T, B, ...]`` from ``state0``, resets at ``first``) up to t; ``next_obs``: that step's next
+    observation ``[1, ...]``. A truncation inside a rollout bootstraps from it (rare: one unroll each)."""
+    col = slice(b, b + 1)
+    prefix = map_nest(lambda x: x[:t + 1, col], obs)
+    _, _, state = network.unroll(prefix, tuple(s0[col] for s0 in state0), first[:t + 1, col])
+    return network.unroll(add_time(next_obs), state)[1][0, 0]
