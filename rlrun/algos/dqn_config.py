@@ -64,8 +64,9 @@ class DQNConfig(Declared):
     epsilon_decay_steps: int = key(10_000, "[1, inf)")
     """Env steps over which epsilon decays linearly from start to end. Default: tuned for CartPole-v1 on 2 cores, see
     docs/algorithms/dqn.md."""
-    network: str = "mlp"
-    """Torso: mlp (hidden_sizes, activation) | nature_cnn (Mnih et al. 2015) | impala_resnet (Espeholt et al. 2018)."""
+    network: str = "auto"
+    """Torso: auto (from the observation space: nature_cnn for uint8 images [C, H, W], minatar_cnn for bool images,
+    the multi-input torso for a Dict/Tuple with image parts, else mlp) | mlp | nature_cnn | impala_resnet | minatar_cnn."""
     action_mask: str = key("auto", choices=("auto", "off"))
     """Invalid-action masks (Discrete actions): auto (when the observation carries an ``action_mask`` entry, or the
     env's info dict does, illegal actions are never chosen and get no probability, in acting and in learning) | off

@@ -83,7 +83,8 @@ class DistributionalQNetwork(Component):
         self._torso_args = (network, list(hidden_sizes), activation)
         # a named torso is made now (a bad name fails before the build); auto waits for the observation space
         self.torso = None if network == "auto" else make_torso(network, list(hidden_sizes), activation, "torso")
-        self.head = AtomQHead(num_atoms, dueling, noisy, noisy_std, name="q_head")
+        self._head_args = (num_atoms, dueling, noisy, noisy_std)
+        self.head: AtomQHead | None = None  # made at the build, after the torso: one parameter order
         if kind == "categorical":
             self.register_buffer("support", categorical_support(v_min, v_max, num_atoms))
 
@@ -92,6 +93,7 @@ class DistributionalQNetwork(Component):
         if self.torso is None:
             network, hidden_sizes, activation = self._torso_args
             self.torso = make_torso(network, hidden_sizes, activation, "torso", obs=obs)
+        self.head = AtomQHead(*self._head_args, name="q_head")
         self.build_child(self.torso, obs=obs)
         self.build_child(self.head, x=self.torso.output("forward"), actions=actions)
         self.output_spaces["forward"] = sp.Box(-np.inf, np.inf, (int(actions.n),), np.float32)

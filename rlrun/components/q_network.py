@@ -39,8 +39,8 @@ class QNetwork(Component):
         # a named torso is made now (a bad name fails before the build); auto waits for the observation space
         self.torso = None if network == "auto" else make_torso(network, list(hidden_sizes), activation, "torso",
                                                                layer_norm=layer_norm)
-        self.head = (DuelingQHead(name="q_head", noisy=noisy, noisy_std=noisy_std) if dueling
-                     else QHead("q_head", noisy=noisy, noisy_std=noisy_std))
+        self._head_args = (dueling, noisy, noisy_std)
+        self.head: QHead | DuelingQHead | None = None  # made at the build, after the torso: one parameter order
         self.action_mask = action_mask
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
@@ -48,6 +48,9 @@ class QNetwork(Component):
         if self.torso is None:
             network, hidden_sizes, activation, layer_norm = self._torso_args
             self.torso = make_torso(network, hidden_sizes, activation, "torso", obs=obs, layer_norm=layer_norm)
+        dueling, noisy, noisy_std = self._head_args
+        self.head = (DuelingQHead(name="q_head", noisy=noisy, noisy_std=noisy_std) if dueling
+                     else QHead("q_head", noisy=noisy, noisy_std=noisy_std))
         self.build_child(self.torso, obs=obs)
         self.build_child(self.head, x=self.torso.output("forward"), actions=actions)
         self.output_spaces["forward"] = self.head.output_spaces["get_q"]

@@ -33,8 +33,8 @@ def test_ppo_learns_a_task_that_needs_both_parts(tmp_path: Path) -> None:
     assert summary["stop_reason"] == "episode_return_mean", summary
 
 
-@pytest.mark.parametrize("algo", [["algo=dqn", "algo.network=auto", "algo.learning_starts=100"],
-                                  ["algo=c51", "algo.network=auto", "algo.learning_starts=100"],
+@pytest.mark.parametrize("algo", [["algo=dqn", "algo.learning_starts=100"],
+                                  ["algo=c51", "algo.learning_starts=100"],
                                   ["algo=impala", "executor.num_envs=2"], ["algo=a2c"]],
                          ids=["dqn", "c51", "impala", "a2c"])
 def test_other_algorithms_build_the_multi_input_torso_and_learn_on_it(algo: list[str], tmp_path: Path) -> None:
