@@ -101,7 +101,9 @@ def env_state(env: Any) -> list[dict[str, Any]]:
 
     An env that can clone its full internal state (ale-py's ``clone_state(include_rng=True)``) also stores that
     (the emulator's RAM, frame counters and RNG), which its Python attributes do not show; so does a MuJoCo env
-    (gymnasium's ``MujocoEnv``: its ``MjData`` integration state, see :func:`mujoco_state`).
+    (gymnasium's ``MujocoEnv``: its ``MjData`` integration state, see :func:`mujoco_state`). An env whose state
+    lives in objects it holds (a game engine, a simulator handle) can say it itself: ``checkpoint_state()`` returns
+    it as plain data and ``load_checkpoint_state(state)`` puts it back, after the attributes and generators.
     """
     layers = []
     while True:
@@ -114,6 +116,8 @@ def env_state(env: Any) -> list[dict[str, Any]]:
     physics = mujoco_state(env)
     if physics is not None:
         layers[-1]["mujoco"] = physics
+    if callable(getattr(env, "checkpoint_state", None)):
+        layers[-1]["own"] = encode(env.checkpoint_state())
     return layers
 
 
@@ -190,6 +194,14 @@ def set_env_state(env: Any, layers: list[dict[str, Any]]) -> None:
                                   f"restored ({one_line(e)}); the file is damaged or was tampered with.") from None
     if "mujoco" in layers[-1]:
         set_mujoco_state(chain[-1], layers[-1]["mujoco"])
+    if "own" in layers[-1]:
+        unwrapped = chain[-1]
+        try:
+            unwrapped.load_checkpoint_state(decode(layers[-1]["own"]))
+        except Exception as e:  # noqa: BLE001 - an env's own state that it cannot take back
+            raise CheckpointError(f"the checkpoint's state of {type(unwrapped).__qualname__} cannot be restored "
+                                  f"({one_line(e)}); the env changed since it was written, or the file is "
+                                  f"damaged.") from None
 
 
 def vector_env_state(envs: Any) -> dict[str, Any] | None:

@@ -52,8 +52,20 @@ class TicTacToeVsRandom(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
-        self.game.reset(seed=int(self.np_random.integers(2**31)))
+        self.game_seed = int(self.np_random.integers(2**31))
+        self.moves: list[int] = []  # both players' moves of the game so far: its whole state (checkpoint_state)
+        self.game.reset(seed=self.game_seed)
         return self._observe()
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The game as plain data for a checkpoint (rlrun.envs.env_state): PettingZoo's game object is not."""
+        return {"game_seed": self.game_seed, "moves": list(self.moves)}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        self.game_seed, self.moves = int(state["game_seed"]), [int(m) for m in state["moves"]]
+        self.game.reset(seed=self.game_seed)
+        for move in self.moves:
+            self.game.step(move)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         action = int(action)
@@ -63,9 +75,11 @@ class TicTacToeVsRandom(gym.Env):
             obs, info = self._observe()
             return obs, -1.0, True, False, info
         self.game.step(action)
+        self.moves.append(action)
         if not self._over():
             legal = np.flatnonzero(self.game.observe(OPPONENT)[MASK_KEY])
-            self.game.step(int(self.np_random.choice(legal)))
+            self.moves.append(int(self.np_random.choice(legal)))
+            self.game.step(self.moves[-1])
         obs, info = self._observe()
         over = self._over()
         return obs, float(self.game.rewards[AGENT]) if over else 0.0, over, False, info

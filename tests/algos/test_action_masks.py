@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_rlrun
+from conftest import assert_same, run_rlrun
 
+from rlrun import checkpoint as ckpt
 from rlrun.app.run import run_experiment
 from rlrun.config import compose
 from rlrun.envs.action_masks import InfoMaskToObservation
@@ -94,3 +95,21 @@ def _random_player_return(games: int) -> float:
 def test_apex_refuses_a_masked_env_in_one_line(workdir: Path) -> None:
     proc = run_rlrun(["algo=apex", "env=tictactoe", "stop.env_steps=64", "logger=none"], workdir)
     assert proc.returncode == 2 and "algo=apex: the env gives an action_mask" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_stop_then_resume_equals_an_uninterrupted_run(algo: str, tmp_path: Path) -> None:
+    """The masks ride in the observation, the random opponent's generator in the env's state: a masked run stopped
+    and resumed ends with the weights, optimizer state, replay and generators of an uninterrupted one."""
+    common = [*ALGOS[algo], *TICTACTOE, "logger=none", "export.formats=[]", "seed=0"]
+    if algo == "ppo":
+        common += ["algo.total_env_steps=384"]
+    run_experiment(compose([*common, "stop.env_steps=384"]), tmp_path / "whole")
+    run_experiment(compose([*common, "stop.env_steps=256"]), tmp_path / "parts")
+    overrides = [f"resume={tmp_path / 'parts'}", "stop.env_steps=384"]
+    run_experiment(compose(overrides), tmp_path / "unused", overrides=overrides)
+    whole, parts = (ckpt.load_checkpoint(ckpt.checkpoint_path(tmp_path / d)) for d in ("whole", "parts"))
+    assert parts["loop"]["env_steps"] == whole["loop"]["env_steps"] == 384
+    assert_same(parts["algo"], whole["algo"], "algo")
+    assert_same(parts["rng"], whole["rng"], "rng")
+    assert parts["loop"]["episodes"] == whole["loop"]["episodes"] > 0
