@@ -1,5 +1,5 @@
-"""The run-level schemas (env, device, executor, logger, stop, checkpoint, eval, export, sweep, the run), their
-registration in Hydra's ConfigStore with every algorithm's schema (each beside its algorithm,
+"""The run-level schemas (env, device, executor, logger, stop, checkpoint, eval, export, sweep, the run), the Hydra
+config source that serves them with every algorithm's schema (each beside its algorithm,
 ``rlrun/algos/<name>_config.py``, found through the registry as a plugin's is), and the validation of a composed
 config. Each key declares its range where it is declared (:mod:`rlrun.schema`).
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, Sequence
 
-from hydra.core.config_store import ConfigStore
+from hydra.core.object_type import ObjectType
+from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -489,19 +490,85 @@ _BUILTIN_SCHEMAS = {
 }
 
 
-def store_schemas() -> None:
-    """Put every schema into Hydra's ConfigStore (group ``schema/<group>``) and the run schema as ``base_config``."""
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=RunConfig)
-    for (group, name), schema in _BUILTIN_SCHEMAS.items():
-        cs.store(group=f"schema/{group}", name=name, node=schema)
-    for group in ("algo", "env", "executor"):
-        for name in registry.names(group):
-            if (group, name) in _BUILTIN_SCHEMAS:
-                continue
-            schema = registry.schema(group, name)
-            if schema is not None:
-                cs.store(group=f"schema/{group}", name=name, node=_open_maps(schema))
+class SchemaSource(ConfigSource):
+    """The schemas as a Hydra config source: ``base_config`` (the run schema) and ``schema/<group>/<name>`` (each
+    option's schema, which its YAML's defaults list names), each made a config node when a composition loads it.
+
+    Why not Hydra's ConfigStore: storing makes every schema a node up front, importing every algorithm's config
+    module, and each load deep-copies the stored node; a run composes six of them (twice: Hydra composes once for
+    its run mode, once for the run). The names come from the registry's entries, which name a schema without
+    importing it.
+    """
+
+    @staticmethod
+    def scheme() -> str:
+        return hydra_search_path.SCHEMA_SOURCE.split("://")[0]
+
+    @staticmethod
+    def _schemas(group: str) -> dict[str, Any]:
+        """``{option: schema or None}`` of a group: None where the entry's schema is not imported yet."""
+        out: dict[str, Any] = {name: schema for (g, name), schema in _BUILTIN_SCHEMAS.items() if g == group}
+        if group in ("algo", "env", "executor"):
+            for name in registry.names(group):
+                if name not in out and registry.entry(group, name).schema is not None:
+                    out[name] = None
+        return out
+
+    def _schema(self, config_path: str) -> Any:
+        """The schema class at ``config_path`` (``base_config.yaml``, ``schema/<group>/<name>.yaml``), else None."""
+        path = config_path.removesuffix(".yaml")
+        if path == "base_config":
+            return RunConfig
+        parts = path.split("/")
+        if len(parts) != 3 or parts[0] != "schema" or parts[1] not in GROUPS:
+            return None
+        group, name = parts[1], parts[2]
+        if name not in self._schemas(group):
+            return None
+        return _BUILTIN_SCHEMAS.get((group, name)) or registry.schema(group, name)
+
+    def load_config(self, config_path: str) -> ConfigResult:
+        schema = self._schema(config_path)
+        if schema is None:
+            raise ConfigLoadError(f"Structured config not found {config_path}")
+        node = _open_maps(schema)
+        node = node if isinstance(node, DictConfig) else OmegaConf.structured(node)  # a new node per load
+        return ConfigResult(config=node, path=hydra_search_path.SCHEMA_SOURCE, provider="rlrun", header={"package": None})
+
+    def available(self) -> bool:
+        return True
+
+    def is_group(self, config_path: str) -> bool:
+        path = config_path.strip("/")
+        return path in ("", "schema") or (path.startswith("schema/") and path[len("schema/"):] in GROUPS)
+
+    def is_config(self, config_path: str) -> bool:
+        path = config_path.strip("/").removesuffix(".yaml")
+        if path == "base_config":
+            return True
+        parts = path.split("/")
+        return len(parts) == 3 and parts[0] == "schema" and parts[1] in GROUPS and parts[2] in self._schemas(parts[1])
+
+    def list(self, config_path: str, results_filter: Optional[ObjectType]) -> list[str]:
+        path = config_path.strip("/")
+        groups, configs = [], []
+        if path == "":
+            groups, configs = ["schema"], ["base_config"]
+        elif path == "schema":
+            groups = list(GROUPS)
+        elif self.is_group(path):
+            configs = list(self._schemas(path.split("/")[1]))
+        shown = (groups if results_filter in (None, ObjectType.GROUP) else []) + (
+            configs if results_filter in (None, ObjectType.CONFIG) else [])
+        return sorted(set(shown))
+
+
+def register_schemas() -> None:
+    """Make the schemas reachable to Hydra: the config source :class:`SchemaSource` (its search-path entry is added by
+    :mod:`rlrun.hydra_search_path`)."""
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance().register(SchemaSource)
 
 
 def _open_maps(schema: Any) -> Any:
@@ -539,7 +606,7 @@ def compose(overrides: Sequence[str], check: bool = True):  # type: ignore[no-un
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
-    store_schemas()
+    register_schemas()
     hydra_search_path.register()
     with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))

@@ -123,9 +123,9 @@ def _hydra_entry() -> None:
     import hydra
 
     from rlrun import hydra_search_path
-    from rlrun.config import store_schemas
+    from rlrun.config import register_schemas
 
-    store_schemas()
+    register_schemas()
     hydra_search_path.register()
     from rlrun.app import sweep
 

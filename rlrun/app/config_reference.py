@@ -23,7 +23,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from rlrun import hydra_search_path
-from rlrun.config import GROUPS, RunConfig, compose, schema_for, store_schemas
+from rlrun.config import GROUPS, RunConfig, compose, schema_for, register_schemas
 from rlrun.errors import ConfigError
 from rlrun.registry import registry
 from rlrun.schema import describe, field_docs
@@ -64,7 +64,7 @@ def conf_dir() -> Path:
 
 def options(group: str) -> list[str]:
     """The options of a config group as Hydra sees them: the shipped YAMLs and those of plugins' config paths."""
-    store_schemas()
+    register_schemas()
     hydra_search_path.register()
     with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
         return sorted(GlobalHydra.instance().config_loader().get_group_options(group))
@@ -209,7 +209,7 @@ def composed_as_run(overrides: Sequence[str]) -> tuple[Any, dict[str, str]]:
     choices name it: ``algo_env``, None where none applies)."""
     from hydra import compose as hydra_compose
 
-    store_schemas()
+    register_schemas()
     hydra_search_path.register()
     with initialize_config_module(config_module="rlrun.conf", version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
