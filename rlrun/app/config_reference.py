@@ -23,7 +23,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from rlrun import hydra_search_path
-from rlrun.config import GROUPS, RunConfig, compose, schema_for, register_schemas
+from rlrun.config import GROUPS, RunConfig, compose, register_schemas, schema_for
 from rlrun.errors import ConfigError
 from rlrun.registry import registry
 from rlrun.schema import describe, field_docs
