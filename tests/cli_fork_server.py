@@ -1,5 +1,6 @@
 """A fork server for the tests' ``rlrun`` commands (``run_rlrun`` in conftest.py, the docs commands): imports rlrun's
-command-line stack once, then runs each command in a child forked from it, as its console script would run it.
+command-line stack once (and runs Hydra's plugin discovery, which imports the launchers' and sweepers' modules),
+then runs each command in a child forked from it, as its console script would run it.
 
 Most of these commands are tiny runs or bad-input checks, so a fresh interpreter spends most of each in imports
 (torch, MLflow's SQL store, Hydra, the run loop) and in its final garbage collections. A child here starts with those
@@ -30,7 +31,8 @@ import time
 
 # torch._dynamo: every torch.optim optimizer imports it when built (its add_param_group is wrapped by
 # torch._disable_dynamo), with sympy: seconds of a tiny run.
-PRELOAD = ("torch", "torch._dynamo", "numpy", "gymnasium", "hydra", "omegaconf", "mlflow",
+# torch.utils.tensorboard: the default logger's sink, imported by every run that logs.
+PRELOAD = ("torch", "torch._dynamo", "torch.utils.tensorboard", "numpy", "gymnasium", "hydra", "omegaconf", "mlflow",
            "mlflow.store.tracking.sqlalchemy_store", "rlrun.app.cli", "rlrun.app.run", "rlrun.app.plot")
 ENTRIES = {"rlrun": "rlrun.app.cli", "rlrun-plot": "rlrun.app.plot"}
 
@@ -88,6 +90,11 @@ def _wait(pid: int, timeout: float) -> int:
 def serve() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
+    from hydra.core.plugins import Plugins
+
+    # Hydra's plugin discovery, which every command's first composition runs: it imports every module of the
+    # hydra_plugins packages (the launchers and sweepers; not Ray itself) and registers their classes and configs.
+    Plugins.instance()
     if threading.active_count() != 1:  # a child forked from a process with threads could inherit a held lock
         raise RuntimeError(f"threads running after the imports: {[t.name for t in threading.enumerate()]}")
     reply = sys.stdout
