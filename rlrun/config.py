@@ -507,14 +507,12 @@ class SchemaSource(ConfigSource):
         return hydra_search_path.SCHEMA_SOURCE.split("://")[0]
 
     @staticmethod
-    def _schemas(group: str) -> dict[str, Any]:
-        """``{option: schema or None}`` of a group: None where the entry's schema is not imported yet."""
-        out: dict[str, Any] = {name: schema for (g, name), schema in _BUILTIN_SCHEMAS.items() if g == group}
+    def _names(group: str) -> set[str]:
+        """The options of ``schema/<group>``: the built-in schemas and the registry's entries that name one."""
+        names = {name for (g, name) in _BUILTIN_SCHEMAS if g == group}
         if group in ("algo", "env", "executor"):
-            for name in registry.names(group):
-                if name not in out and registry.entry(group, name).schema is not None:
-                    out[name] = None
-        return out
+            names.update(name for name in registry.names(group) if registry.entry(group, name).schema is not None)
+        return names
 
     def _schema(self, config_path: str) -> Any:
         """The schema class at ``config_path`` (``base_config.yaml``, ``schema/<group>/<name>.yaml``), else None."""
@@ -525,7 +523,7 @@ class SchemaSource(ConfigSource):
         if len(parts) != 3 or parts[0] != "schema" or parts[1] not in GROUPS:
             return None
         group, name = parts[1], parts[2]
-        if name not in self._schemas(group):
+        if name not in self._names(group):
             return None
         return _BUILTIN_SCHEMAS.get((group, name)) or registry.schema(group, name)
 
@@ -550,7 +548,7 @@ class SchemaSource(ConfigSource):
         if path == "base_config":
             return True
         parts = path.split("/")
-        return len(parts) == 3 and parts[0] == "schema" and parts[1] in GROUPS and parts[2] in self._schemas(parts[1])
+        return len(parts) == 3 and parts[0] == "schema" and parts[1] in GROUPS and parts[2] in self._names(parts[1])
 
     def list(self, config_path: str, results_filter: Optional[ObjectType]) -> list[str]:
         path = config_path.strip("/")
@@ -560,7 +558,7 @@ class SchemaSource(ConfigSource):
         elif path == "schema":
             groups = list(GROUPS)
         elif self.is_group(path):
-            configs = list(self._schemas(path.split("/")[1]))
+            configs = list(self._names(path.split("/")[1]))
         shown = (groups if results_filter in (None, ObjectType.GROUP) else []) + (
             configs if results_filter in (None, ObjectType.CONFIG) else [])
         return sorted(set(shown))
