@@ -397,6 +397,23 @@ class StopConfig(Declared):
     episode_return_mean: Optional[float] = key("${oc.select:env.solved_return,null}", "any")  # type: ignore[assignment]
     """Stop once the mean return of the last `return_window` episodes reaches this; by default the env's
     `solved_return` (null where it has none)."""
+    gradient_steps: Optional[int] = key(None, "[1, inf)")
+    """Gradient steps (optimizer updates); the budget of an offline run (data=minari), which takes no env steps."""
+
+
+@dataclass
+class MinariDataConfig(Declared):
+    """A Minari dataset read as the run's data (``data=minari``): an offline algorithm samples it as an online one
+    samples its replay; the env is only evaluated on. ``rlrun collect`` writes such datasets."""
+
+    key_prefix: ClassVar[str] = "data"
+
+    name: str = "minari"
+    id: str = MISSING
+    """The dataset id (``pendulum/expert-v0``, as ``rlrun collect dataset.id=...`` wrote it) under ``root``."""
+    root: Optional[str] = None
+    """The folder of local datasets; null: $MINARI_DATASETS_PATH, else ~/.minari/datasets (Minari's own default).
+    Nothing is downloaded."""
 
 
 @dataclass
@@ -478,6 +495,8 @@ class RunConfig(Declared):
     """A run directory (or checkpoint file) to continue from its last checkpoint: rlrun resume=<run dir>."""
     export: ExportConfig = field(default_factory=ExportConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    data: Any = None
+    """The dataset an offline algorithm learns from (``data=minari data.id=...``); null: none (online learning)."""
 
 
 GROUPS = ("algo", "env", "device", "executor", "logger")
@@ -489,6 +508,7 @@ _BUILTIN_SCHEMAS = {
     ("executor", "local"): LocalExecutorConfig,
     ("executor", "ray"): RayExecutorConfig,
     ("logger", "logger"): LoggerConfig,
+    ("data", "minari"): MinariDataConfig,
 }
 
 
@@ -653,9 +673,11 @@ def validate(cfg: DictConfig) -> DictConfig:
     _check_against(RunConfig, OmegaConf.create(top), prefix="", skip=GROUPS)
     check_run_name(str(top.get("run_name", "")))
     stop = cfg.stop
-    if stop.env_steps is None and stop.wall_time_s is None and stop.episode_return_mean is None:
-        raise ConfigError("stop: every stop condition is null, so the run would never end. "
-                          "Set at least one of stop.env_steps, stop.wall_time_s, stop.episode_return_mean.")
+    if (stop.env_steps is None and stop.wall_time_s is None and stop.episode_return_mean is None
+            and stop.gradient_steps is None):
+        raise ConfigError("stop: every stop condition is null, so the run would never end. Set at least one of "
+                          "stop.env_steps, stop.wall_time_s, stop.episode_return_mean, stop.gradient_steps.")
+    check_data(cfg)
     check_vectorization(cfg.env.get("vectorization"), cfg.executor.get("vector_mode"))
     multiagent = cfg.algo.name == "multiagent" or cfg.env.name == "pettingzoo"
     if multiagent and cfg.executor.name == "ray" and cfg.executor.num_workers != 1:
@@ -667,6 +689,30 @@ def validate(cfg: DictConfig) -> DictConfig:
                           "eval.interval_env_steps (e.g. eval.interval_env_steps=10000).")
     check_extras(cfg)
     return cfg
+
+
+def check_data(cfg: DictConfig) -> None:
+    """``data=...`` against the algorithm: an offline algorithm (its schema's ``offline``) needs a dataset and an
+    online one takes none; an offline run takes no env steps, so its budget is gradient steps or time, and what is
+    scheduled in env steps never comes."""
+    data = cfg.get("data")
+    offline = bool(getattr(schema_for("algo", cfg.algo), "offline", False))
+    if data is not None:
+        _check_against(MinariDataConfig, data, prefix="data")
+        if not offline:
+            raise ConfigError(f"data={data.name}: algo={cfg.algo.name} learns online from the env, not from a "
+                              f"dataset; choose an offline algorithm (algo=bc, algo=iql, algo=cql) or drop data=.")
+        if cfg.stop.gradient_steps is None and cfg.stop.wall_time_s is None:
+            raise ConfigError("an offline run (data=...) takes no env steps, so stop.env_steps never comes: set "
+                              "stop.gradient_steps (e.g. stop.gradient_steps=100000) or stop.wall_time_s.")
+        for key_name in ("checkpoint.interval_env_steps", "eval.interval_env_steps"):
+            group, _, leaf = key_name.partition(".")
+            if cfg[group][leaf] is not None:
+                raise ConfigError(f"{key_name}={cfg[group][leaf]}: an offline run (data=...) takes no env steps; "
+                                  f"use checkpoint.interval_minutes, or evaluate with rlrun eval <run dir>.")
+    elif offline:
+        raise ConfigError(f"algo={cfg.algo.name} learns from a dataset: give one with data=minari "
+                          f"data.id=<dataset id> (rlrun collect <run dir> dataset.id=<id> writes one).")
 
 
 def installed(module: str) -> bool:

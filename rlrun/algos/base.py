@@ -276,11 +276,19 @@ class ThreadedLearner:
         super().stop()
 
 
-def build_plan(algo_cfg: Any, env_factory: Any, executor: Any, device: torch.device, seed: int) -> Algorithm:
+def build_plan(algo_cfg: Any, env_factory: Any, executor: Any, device: torch.device, seed: int,
+               data: Any = None) -> Algorithm:
     """The plan ``algo_cfg`` (a schema object) names, on ``env_factory``'s env: a single-agent algorithm on a
     multi-agent env (``env=pettingzoo algo=ppo``) becomes one policy shared by every agent (``shared_policy_config``).
     The run, ``rlrun eval`` and ``rlrun export`` build their algorithm here, then load the frozen policies'
-    checkpoints (``rlrun.checkpoint.load_frozen_policies``). Only the named algorithm's module is imported."""
+    checkpoints (``rlrun.checkpoint.load_frozen_policies``). Only the named algorithm's module is imported.
+    ``data``: the dataset an offline plan learns from (``data=...``; an online plan takes none)."""
     if getattr(env_factory, "multiagent", False) and algo_cfg.name != "multiagent":
         algo_cfg = shared_policy_config(algo_cfg)
-    return registry.get("algo", algo_cfg.name)(algo_cfg, env_factory.spec, executor, device, seed)
+    plan = registry.get("algo", algo_cfg.name)
+    if data is None:
+        return plan(algo_cfg, env_factory.spec, executor, device, seed)
+    if not getattr(plan, "offline", False):
+        raise ConfigError(f"data=...: algo={algo_cfg.name} learns online from the env, not from a dataset; choose "
+                          f"an offline algorithm (algo=bc, algo=iql, algo=cql) or drop data=.")
+    return plan(algo_cfg, env_factory.spec, executor, device, seed, data=data)

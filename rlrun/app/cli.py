@@ -41,6 +41,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             eval_main(sys.argv[2:])
             return
+        if sys.argv[1:2] == ["collect"]:
+            from rlrun.app.collect import main as collect_main
+
+            collect_main(sys.argv[2:])
+            return
         if sys.argv[1:2] == ["ui"]:
             from rlrun.app.ui import main as ui_main
 

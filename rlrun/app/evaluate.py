@@ -68,7 +68,8 @@ class EvalResult:
                 **{k: v for k, v in asdict(self).items() if k != "extra"}, **self.extra}
 
 
-def _batch_of_one(space: sp.Space, obs: Any, device: torch.device) -> Any:
+def batch_of_one(space: sp.Space, obs: Any, device: torch.device) -> Any:
+    """One observation as a batch of one, as torch tensors on ``device`` (what ``get_actions`` takes)."""
     flat = {k: np.asarray(v)[None] for k, v in sp.flatten(space, obs).items()}
     return sp.to_torch(space, sp.unflatten(space, flat), device)
 
@@ -88,7 +89,7 @@ def run_episodes(policy: Any, env: Any, obs_space: sp.Space, episodes: int, seed
                 reset(np.array([True]))  # whatever state a previous episode (or training) left
             total, steps, done = 0.0, 0, False
             while not done:
-                action = policy.get_actions(_batch_of_one(obs_space, obs, device), explore=False)
+                action = policy.get_actions(batch_of_one(obs_space, obs, device), explore=False)
                 obs, reward, terminated, truncated, _ = env.step(action.cpu().numpy()[0])
                 total += float(reward)
                 steps += 1

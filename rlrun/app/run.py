@@ -2,12 +2,14 @@
 report metrics, write checkpoints, export the policy and write ``summary.json``.
 
 ``summary.json`` (in the run directory) is a contract read by tests and CI benchmark jobs; its keys:
-env_steps, frames, episodes, episode_return_mean (last ``return_window`` episodes), games, game_score_mean (raw
-score of the last ``return_window`` whole games, Atari; null for envs without games), frames_per_second,
-env_steps_per_second, wall_time_s, stop_reason (env_steps | wall_time_s | episode_return_mean | interrupted |
-error), error (the message when stop_reason is error, else null), mlflow_run_id, run_name, run_dir, algo, env,
-seed, checkpoint, export (the exported policy files); multi-agent runs add policy_return_mean (policy id -> the mean
-return of its agents' last episodes), and their episode_return_mean is per agent (every agent's episodes).
+env_steps, gradient_steps (as the plan reports them; 0 where it does not), frames, episodes, episode_return_mean
+(last ``return_window`` episodes), games, game_score_mean (raw score of the last ``return_window`` whole games,
+Atari; null for envs without games), frames_per_second, env_steps_per_second, wall_time_s, stop_reason (env_steps |
+gradient_steps | wall_time_s | episode_return_mean | interrupted | error), error (the message when stop_reason is
+error, else null), mlflow_run_id, run_name, run_dir, algo, env, seed, checkpoint, export (the exported policy
+files); multi-agent runs add policy_return_mean (policy id -> the mean return of its agents' last episodes), and
+their episode_return_mean is per agent (every agent's episodes); offline runs add data (the dataset's id and
+provenance).
 
 ``protocol.json`` (in the run directory, whatever the loggers) is the env protocol card
 (``env_factory.protocol_card()``, ``rlrun/envs/protocol.py``) plus the run's ``seed`` and ``return_window``;
@@ -57,6 +59,7 @@ from rlrun.app.startup_gc import resume_collection
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import PlacementError, RlrunError, one_line
+from rlrun.execution.dataset import dataset_params, load_minari
 from rlrun.export import export_policy, policy_dir
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
@@ -69,6 +72,7 @@ from rlrun.metric_names import (
     GAME_LENGTH_MEAN,
     GAME_SCORE_MEAN,
     GAMES,
+    GRADIENT_STEPS,
     LENGTH_MEAN,
     RETURN_MEAN,
 )
@@ -146,10 +150,14 @@ def _free_space(folder: Path) -> str:
 
 
 class RunLoop:
-    """Counts env steps, episodes and iterations, checks stop conditions, reports metrics."""
+    """Counts env steps, gradient steps, episodes and iterations, checks stop conditions, reports metrics. An
+    offline run (``data=...``) takes no env steps: its progress (:attr:`step`, the x-axis of its metrics and
+    checkpoints) is gradient steps."""
 
     def __init__(self, cfg: DictConfig, frame_skip: int) -> None:
         self.stop_cfg = cfg.stop
+        self.offline = cfg.get("data") is not None
+        self.gradient_steps = 0  # as the plan reports them (learn/gradient_steps, a running count)
         self.frame_skip = frame_skip
         self.returns: deque[float] = deque(maxlen=int(cfg.return_window))
         self.lengths: deque[int] = deque(maxlen=int(cfg.return_window))
@@ -164,6 +172,11 @@ class RunLoop:
         self._report_time = self.start
 
     @property
+    def step(self) -> int:
+        """The run's progress: env steps, or gradient steps for an offline run."""
+        return self.gradient_steps if self.offline else self.env_steps
+
+    @property
     def wall_time_s(self) -> float:
         return time.perf_counter() - self.start
 
@@ -176,6 +189,7 @@ class RunLoop:
     def add(self, result: Any) -> None:
         self.iterations += 1
         self.env_steps += result.env_steps
+        self.gradient_steps = int(result.metrics.get(GRADIENT_STEPS, self.gradient_steps))
         self.episodes += len(result.episode_returns)
         self.returns.extend(result.episode_returns)
         self.lengths.extend(result.episode_lengths)
@@ -188,6 +202,8 @@ class RunLoop:
         s = self.stop_cfg
         if s.env_steps is not None and self.env_steps >= s.env_steps:
             return "env_steps"
+        if s.get("gradient_steps") is not None and self.gradient_steps >= s.gradient_steps:
+            return "gradient_steps"
         if s.wall_time_s is not None and self.wall_time_s >= s.wall_time_s:
             return "wall_time_s"
         if (s.episode_return_mean is not None and len(self.returns) == self.returns.maxlen
@@ -214,13 +230,15 @@ class RunLoop:
 
     def state_dict(self) -> dict[str, Any]:
         """Counters and the return window; ``wall_time_s`` is the time trained so far (a resume continues it)."""
-        return {"env_steps": self.env_steps, "episodes": self.episodes, "iterations": self.iterations,
+        return {"env_steps": self.env_steps, "gradient_steps": self.gradient_steps, "episodes": self.episodes,
+                "iterations": self.iterations,
                 "returns": [float(r) for r in self.returns], "lengths": [int(n) for n in self.lengths],
                 "games": self.games, "game_scores": [float(r) for r in self.game_scores],
                 "game_lengths": [int(n) for n in self.game_lengths], "wall_time_s": self.wall_time_s}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = int(state["env_steps"])
+        self.gradient_steps = int(state.get("gradient_steps", 0))  # absent from checkpoints of older rlrun
         self.episodes = int(state["episodes"])
         self.iterations = int(state["iterations"])
         self.returns.clear()
@@ -341,6 +359,8 @@ def _lift(stop_reason: str, loop: Any) -> str:
     if stop_reason == "episode_return_mean":
         return (f"set stop.episode_return_mean=null (or a higher target) and a budget, e.g. "
                 f"stop.env_steps={2 * loop.env_steps}")
+    if stop_reason == "gradient_steps":
+        return f"raise it, e.g. stop.gradient_steps={2 * loop.gradient_steps}"
     if stop_reason == "wall_time_s":
         return f"raise it, e.g. stop.wall_time_s={2 * round(loop.wall_time_s)} (the time so far counts)"
     return f"raise it, e.g. stop.env_steps={2 * loop.env_steps}"
@@ -396,7 +416,10 @@ class Run:
         self.env_factory = registry.build("env", cfg.env.name, cfg.env)
         self.executor = registry.build("executor", cfg.executor.name, cfg.executor, self.env_factory, self.seed)
         try:
-            self.algo = build_plan(OmegaConf.to_object(cfg.algo), self.env_factory, self.executor, device, self.seed)
+            # an offline run's dataset, checked against the env's spaces before anything is built
+            self.data = load_minari(cfg.data, self.env_factory.spec) if cfg.get("data") is not None else None
+            self.algo = build_plan(OmegaConf.to_object(cfg.algo), self.env_factory, self.executor, device, self.seed,
+                                   data=self.data)
             ckpt.load_frozen_policies(self.algo)  # multi-agent: policies frozen from earlier runs
             apply_device_strategy(cfg.device, self.algo)  # device map, replicas/precision update, compile
         except BaseException:
@@ -411,8 +434,12 @@ class Run:
             self.evaluator = _make_evaluator(cfg, self.env_factory, self.algo, self.loop.env_steps, resume_state,
                                              run_dir)
             self.logger = MetricsLogger.from_config(cfg.logger, run_dir, tracking_name(str(cfg.run_name),
-                                                    _task_overrides()), cfg.stop.env_steps)
+                                                    _task_overrides()),
+                                                    cfg.stop.gradient_steps if self.data is not None
+                                                    else cfg.stop.env_steps)
             self.logger.log_params(flatten_config(cfg))
+            if self.data is not None:  # where the dataset came from (rlrun collect's provenance)
+                self.logger.log_params(dataset_params(self.data))
         except BaseException:
             self.algo.stop()
             raise
@@ -422,8 +449,8 @@ class Run:
             plain_data.set_rng_state(resume_state["rng"])
             _tensorboard_restart(self.logger, self.loop.env_steps + 1)
         self.checkpoint_path = ckpt.checkpoint_path(run_dir)
-        self.last_good = int(resume_state["loop"]["env_steps"]) if self.resumed else None  # its checkpoint's step
-        self.schedule = CheckpointSchedule(cfg.checkpoint, self.loop.env_steps)
+        self.last_good = self.loop.step if self.resumed else None  # the step of its checkpoint
+        self.schedule = CheckpointSchedule(cfg.checkpoint, self.loop.step)
 
     # ------------------------------------------------------------------ training
 
@@ -455,16 +482,16 @@ class Run:
                     if stop_reason is not None or now - last_report >= cfg.logger.report_interval_s:
                         last_report = now
                         metrics = loop.report({**result.metrics, **executor_metrics(self.executor)})
-                        self.logger.log_metrics(metrics, loop.env_steps)
+                        self.logger.log_metrics(metrics, loop.step)
                     if self.evaluator is not None:
                         self._evaluate_if_due()
-                    if self.schedule.due(loop.env_steps):
+                    if self.schedule.due(loop.step):
                         self.write_checkpoint()
                 if self.evaluator is not None:
                     outcome = self.evaluator.collect(wait=True)  # a background evaluation still playing
                     if outcome is not None:
                         self._evaluated(outcome)
-                if cfg.checkpoint.at_end and self.last_good != loop.env_steps:
+                if cfg.checkpoint.at_end and self.last_good != loop.step:
                     self.write_checkpoint()
             except KeyboardInterrupt:
                 # A second signal: the state may be mid-iteration, so the last checkpoint written stays as it is.
@@ -518,14 +545,15 @@ class Run:
             raise StorageError(f"cannot write the checkpoint {self.checkpoint_path}: {e.strerror or e} "
                                f"({_free_space(self.run_dir)}). The run stopped; {self._kept()}: free some space, "
                                f"then rlrun resume={self.run_dir}") from None
-        ckpt.keep_history(self.checkpoint_path, self.loop.env_steps, int(self.cfg.checkpoint.keep_last))
-        self.last_good = self.loop.env_steps
-        self.schedule.written(self.loop.env_steps)
+        ckpt.keep_history(self.checkpoint_path, self.loop.step, int(self.cfg.checkpoint.keep_last))
+        self.last_good = self.loop.step
+        self.schedule.written(self.loop.step)
 
     def _kept(self) -> str:
         if self.last_good is None:
             return "no checkpoint had been written yet"
-        return f"the last good checkpoint (env step {self.last_good}) is kept at {self.checkpoint_path}"
+        unit = "gradient step" if self.loop.offline else "env step"
+        return f"the last good checkpoint ({unit} {self.last_good}) is kept at {self.checkpoint_path}"
 
     def _checkpoint_after_loss(self) -> str:
         """After the cluster lost workers it has no room to replace: a final checkpoint of the learner, and the
@@ -576,6 +604,7 @@ class Run:
             mlflow_sink = next((s for s in self.logger.sinks if hasattr(s, "run_id")), None)
             summary = {
                 "env_steps": loop.env_steps,
+                "gradient_steps": loop.gradient_steps,
                 "frames": loop.env_steps * spec.frame_skip,
                 "episodes": loop.episodes,
                 "episode_return_mean": loop.return_mean(),
@@ -596,6 +625,9 @@ class Run:
                 "export": exported,
                 **_eval_summary(self.evaluator, self.run_dir),
                 **(self.algo.summary() if hasattr(self.algo, "summary") else {}),  # multi-agent: policy_return_mean
+                **({"data": {"id": str(cfg.data.id), **{k.removeprefix("data."): v
+                                                           for k, v in dataset_params(self.data).items()}}}
+                   if self.data is not None else {}),
             }
             try:
                 write_json_atomic(self.run_dir / "summary.json", summary)

@@ -9,11 +9,13 @@ from typing import Any, ClassVar
 
 from rlrun.logging.fanout import RunContext
 from rlrun.metric_names import (
+    ENV_STEPS,
     EPISODES,
     EVAL_LENGTH_MEAN,
     EVAL_RETURN_MEAN,
     EVAL_RETURN_STD,
     FRAMES_PER_S,
+    GRADIENT_STEPS,
     LEARNER_QUEUE_DEPTH,
     LEARNER_UPDATES_PER_S,
     POLICY_LAG_MEAN,
@@ -82,8 +84,11 @@ class ConsoleSink:
         pass
 
     def _line(self, metrics: dict[str, float], step: int) -> str:
-        line = (f"env_steps {step}  frames/s {_fmt(metrics.get(FRAMES_PER_S), '.0f')}  "
-                f"return {_fmt(metrics.get(RETURN_MEAN))}  episodes {int(metrics.get(EPISODES, 0))}")
+        if metrics.get(ENV_STEPS) == 0 and GRADIENT_STEPS in metrics:  # an offline run: its step is a gradient step
+            line = f"gradient_steps {step}"
+        else:
+            line = (f"env_steps {step}  frames/s {_fmt(metrics.get(FRAMES_PER_S), '.0f')}  "
+                    f"return {_fmt(metrics.get(RETURN_MEAN))}  episodes {int(metrics.get(EPISODES, 0))}")
         per_policy = policies_part(metrics)
         if per_policy:
             line = line.replace("  episodes ", f" {per_policy}  episodes ", 1)
@@ -117,9 +122,12 @@ class ConsoleSink:
     def close(self, summary: dict[str, Any], status: str) -> None:
         if self._progress is not None:
             self._progress.stop()
-        line = (f"done ({summary.get('stop_reason')}): env_steps {summary.get('env_steps')}  "
-                f"return {_fmt(summary.get('episode_return_mean'))}  frames/s "
-                f"{_fmt(summary.get('frames_per_second'), '.0f')}  wall {_fmt(summary.get('wall_time_s'))} s  "
+        if summary.get("data") is not None:  # an offline run
+            progress = f"gradient_steps {summary.get('gradient_steps')}"
+        else:
+            progress = (f"env_steps {summary.get('env_steps')}  return {_fmt(summary.get('episode_return_mean'))}  "
+                        f"frames/s {_fmt(summary.get('frames_per_second'), '.0f')}")
+        line = (f"done ({summary.get('stop_reason')}): {progress}  wall {_fmt(summary.get('wall_time_s'))} s  "
                 f"run dir {summary.get('run_dir')}")
         progress_log.info(line)
         print(line, file=self.stream, flush=True)

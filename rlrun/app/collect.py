@@ -1,0 +1,163 @@
+"""``rlrun collect <run dir or checkpoint> dataset.id=<id> [dataset.episodes=N] [dataset.epsilon=E]
+[dataset.seed=S] [dataset.root=DIR]``: play a run's policy on its env and write the episodes as a Minari dataset,
+the data an offline algorithm learns from (``rlrun algo=iql data=minari data.id=<id>``).
+
+The policy is the checkpoint's acting policy without exploration (as ``rlrun eval`` builds it), except that with
+``dataset.epsilon`` each action is a uniform random one with that probability: mixed-quality data. The dataset holds
+the env spec (Minari records it), and its metadata the provenance under ``rlrun.*``: the run directory, the
+checkpoint, its env steps, the algorithm, the env, epsilon, the episodes and their mean return. It is written under
+``dataset.root``, else ``$MINARI_DATASETS_PATH``, else ``~/.minari/datasets``; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Optional, Sequence
+
+import numpy as np
+import torch
+
+from rlrun.app.evaluate import batch_of_one, make_env
+from rlrun.errors import ConfigError, did_you_mean
+from rlrun.execution.dataset import minari_root
+from rlrun.export import restore
+from rlrun.schema import Declared, check_declared, key
+
+
+@dataclass
+class CollectConfig(Declared):
+    """The settings of ``rlrun collect`` (``dataset.<key>=value``)."""
+
+    key_prefix: ClassVar[str] = "dataset"
+
+    id: str = ""
+    """The new dataset's id, Minari's syntax: ``[namespace/]name-v<version>`` (e.g. ``pendulum/expert-v0``)."""
+    episodes: int = key(100, "[1, inf)")
+    """Whole episodes to play and write."""
+    epsilon: float = key(0.0, "[0, 1]")
+    """Probability of a uniform random action instead of the policy's at each step (mixed-quality data)."""
+    seed: Optional[int] = key(None, "[0, inf)")
+    """Seed of the first episode's reset and of the random actions; null: the run's seed + 2000."""
+    root: Optional[str] = None
+    """The folder of local datasets; null: $MINARI_DATASETS_PATH, else ~/.minari/datasets."""
+
+
+COLLECT_SEED_OFFSET = 2000  # default seed = run seed + this: neither the training run's episodes nor rlrun eval's
+
+
+def collect(target: str, settings: CollectConfig, allow_imports: Sequence[str] = ()) -> dict[str, Any]:
+    """Write the dataset ``settings`` describe from the policy of ``target``; its id, root, size and returns."""
+    import minari
+
+    if not settings.id:
+        raise ConfigError("rlrun collect: give the new dataset's id, e.g. dataset.id=pendulum/expert-v0.")
+    with minari_root(settings.root) as root:
+        if settings.id in minari.list_local_datasets():
+            raise ConfigError(f"dataset.id={settings.id}: a dataset of that id exists under {root}; choose another "
+                              f"id (a new version, e.g. -v1) or delete it (minari delete {settings.id}).")
+        restored = restore(target, allow_imports=allow_imports)
+        try:
+            seed = int(restored.cfg.seed) + COLLECT_SEED_OFFSET if settings.seed is None else int(settings.seed)
+            env = make_env(restored.cfg.env, None)
+            try:
+                episodes = _play(restored, env, settings.episodes, settings.epsilon, seed)
+                returns = [float(np.sum(ep.rewards)) for ep in episodes]
+                provenance = {"run_dir": str(restored.run_dir.resolve()),
+                              "checkpoint": str(restored.checkpoint.resolve()),
+                              "checkpoint_env_steps": restored.env_steps, "algo": str(restored.cfg.algo.name),
+                              "env": str(restored.cfg.env.id), "epsilon": float(settings.epsilon),
+                              "episodes": len(returns), "return_mean": float(np.mean(returns))}
+                with warnings.catch_warnings():  # Minari asks for an author e-mail and a code link: rlrun has none
+                    warnings.filterwarnings("ignore", message=r".*(author_email|code_permalink)` is set to None")
+                    dataset = minari.create_dataset_from_buffers(
+                        dataset_id=settings.id, buffer=episodes, env=env.spec, eval_env=env.spec,
+                        algorithm_name=f"rlrun {restored.cfg.algo.name}", author="rlrun collect",
+                        description=f"{len(returns)} episodes of the {restored.cfg.algo.name} policy of "
+                                    f"{provenance['run_dir']} (env step {restored.env_steps}), epsilon "
+                                    f"{settings.epsilon}")
+                dataset.storage.update_metadata({f"rlrun.{k}": v for k, v in provenance.items()})
+            finally:
+                env.close()
+        finally:
+            restored.close()
+    return {"id": settings.id, "root": str(root), "transitions": int(dataset.total_steps), "returns": returns,
+            **provenance}
+
+
+def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int) -> list[Any]:
+    """Play ``episodes`` whole episodes of the restored policy (greedy, or uniform with probability ``epsilon``);
+    each as Minari's episode buffer (observations ``[T + 1]``, actions, rewards, terminations, truncations ``[T]``),
+    written straight from arrays (Minari's own step-by-step DataCollector needs jax)."""
+    from minari.data_collector import EpisodeBuffer
+
+    policy, space = restored.policy(), restored.spec.observation_space
+    rng = np.random.default_rng(seed)
+    env.action_space.seed(seed)
+    out = []
+    with torch.inference_mode():
+        for episode in range(episodes):
+            first_seed = seed if episode == 0 else None
+            obs, _ = env.reset(seed=first_seed)
+            steps: dict[str, list] = {"observations": [obs], "actions": [], "rewards": [], "terminations": [],
+                                      "truncations": []}
+            done = False
+            while not done:
+                if epsilon > 0 and rng.random() < epsilon:
+                    action = env.action_space.sample()
+                else:
+                    action = policy.get_actions(batch_of_one(space, obs, torch.device("cpu")), explore=False)
+                    action = action.cpu().numpy()[0]
+                obs, reward, terminated, truncated, _ = env.step(action)
+                for name, value in (("observations", obs), ("actions", action), ("rewards", float(reward)),
+                                    ("terminations", bool(terminated)), ("truncations", bool(truncated))):
+                    steps[name].append(value)
+                done = bool(terminated or truncated)
+            out.append(EpisodeBuffer(id=episode, seed=first_seed,
+                                     **{k: np.asarray(v) for k, v in steps.items()}))
+    return out
+
+
+def main(argv: Sequence[str]) -> None:
+    target, values, allow = None, {}, []
+    for a in argv:
+        name, eq, value = a.partition("=")
+        if eq and name.startswith("dataset."):
+            values[name.removeprefix("dataset.")] = value
+        elif eq and name == "allow_import":
+            allow.append(value)
+        elif not eq and target is None:
+            target = a
+        else:
+            raise ConfigError(f"rlrun collect: unknown argument {a!r}; usage: rlrun collect <run dir or checkpoint> "
+                              f"dataset.id=<id> [dataset.episodes=N] [dataset.epsilon=E] [dataset.seed=S] "
+                              f"[dataset.root=DIR] [allow_import=MODULE].")
+    if target is None:
+        raise ConfigError("rlrun collect: give a run directory or checkpoint, e.g. rlrun collect outputs/<date>/<run> "
+                          "dataset.id=pendulum/expert-v0.")
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    parsed = {k: _yaml_value(v) for k, v in values.items()}
+    valid = [f.name for f in fields(CollectConfig)]
+    for name in parsed:
+        if name not in valid:
+            raise ConfigError(f"dataset.{name}: unknown setting of rlrun collect.{did_you_mean(name, valid)} "
+                              f"Valid: {', '.join('dataset.' + v for v in valid)}.")
+    try:
+        settings = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CollectConfig), parsed))
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"dataset.{getattr(e, 'full_key', '') or ''}: {str(e).strip().splitlines()[0]}") from None
+    check_declared(CollectConfig, parsed, "dataset")
+    found = collect(target, settings, allow)
+    sys.stdout.write(f"collect: wrote dataset {found['id']} ({found['episodes']} episodes, {found['transitions']} "
+                     f"transitions, return mean {found['return_mean']:.1f}) under {found['root']}\n")
+
+
+def _yaml_value(text: str) -> Any:
+    """A command-line value as Hydra reads one (``null``, numbers, text)."""
+    import yaml
+
+    value = yaml.safe_load(text)
+    return str(value) if isinstance(value, (dict, list)) else value
