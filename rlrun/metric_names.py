@@ -45,6 +45,7 @@ GRADIENT = ("ppo", "a2c", "impala", "appo")  # their update's info passes throug
 VTRACE = ("impala", "appo")
 THREADED = ("apex", "impala", "appo")  # algo.learner=thread
 DQN_FAMILY = ("dqn", "c51", "qrdqn", "rainbow")  # DQN's plan and its distributional siblings'
+OFFLINE = ("bc", "iql", "cql")  # the plans that learn from a dataset (rlrun/algos/offline.py)
 
 # ---------------------------------------------------------------------------------------------------- run loop
 # rlrun/app/run.py (RunLoop.report): every run, every report.
@@ -106,16 +107,18 @@ LOSS_TOTAL = _metric("loss/total", "the loss the optimizer stepped on (the weigh
 GRAD_NORM = _metric("learn/grad_norm", "L2 norm of the gradient before clipping (with algo.max_grad_norm)",
                     "algorithm", *GRADIENT, "pqn")
 LOSS_POLICY = _metric("loss/policy", "the policy-gradient (surrogate) loss term", "algorithm", *ON_POLICY)
-LOSS_VALUE = _metric("loss/value", "the value-function loss term", "algorithm", *ON_POLICY)
+LOSS_VALUE = _metric("loss/value", "the value-function loss term (IQL: the expectile loss of V)", "algorithm",
+                     *ON_POLICY, "iql")
 ENTROPY = _metric("policy/entropy", "mean entropy of the policy's action distribution, nats", "algorithm",
-                  *ON_POLICY, "sac")
+                  *ON_POLICY, "sac", "cql")
 EXPLAINED_VARIANCE = _metric("value/explained_variance", "1 - Var[return - value] / Var[return] of the value "
                              "targets learnt on (1: perfect, 0: no better than a constant)", "algorithm", *ON_POLICY)
 LR = _metric("learn/lr", "the learning rate of the update (after its schedule)", "algorithm", *ON_POLICY, "pqn")
 UPDATES = _metric("learn/updates", "updates so far: rollouts (or learner batches) learnt on", "algorithm",
                   *ON_POLICY, "pqn")
 GRADIENT_STEPS = _metric("learn/gradient_steps", "gradient steps (optimizer updates) so far", "algorithm",
-                         "ppo", "a2c", "trpo", "impala", "appo", *DQN_FAMILY, "sac", "apex", "td3", "ddpg", "pqn")
+                         "ppo", "a2c", "trpo", "impala", "appo", *DQN_FAMILY, "sac", "apex", "td3", "ddpg", "pqn",
+                         *OFFLINE)
 POLICY_LAG_MEAN = _metric("learn/policy_lag_mean", "mean number of updates between the weights that acted an "
                           "unroll and those that learn on it", "algorithm", *VTRACE)
 POLICY_LAG_MAX = _metric("learn/policy_lag_max", "largest such lag in the update", "algorithm", *VTRACE)
@@ -156,15 +159,20 @@ REPLAY_MAX_PRIORITY = _metric("replay/max_priority", "the largest priority in pr
 REPLAY_RATIO = _metric("replay/ratio", "transitions learnt on per env step so far (gradient steps x batch size / env "
                        "steps), algo.learner=thread", "algorithm", "apex")
 
-LOSS_CRITIC = _metric("loss/critic", "the critics' TD loss (SAC, TD3: both twins; DDPG: its one critic)", "algorithm",
-                      "sac", "td3", "ddpg")
-LOSS_ACTOR = _metric("loss/actor", "the actor's loss (SAC: alpha log pi - min Q; TD3, DDPG: -Q1(s, mu(s)), the mean "
-                     "of their delayed actor steps)", "algorithm", "sac", "td3", "ddpg")
+LOSS_CRITIC = _metric("loss/critic", "the critics' TD loss (SAC, TD3, IQL, CQL: both twins; DDPG: its one critic; "
+                      "CQL: without its regulariser)", "algorithm", "sac", "td3", "ddpg", "iql", "cql")
+LOSS_ACTOR = _metric("loss/actor", "the actor's loss (SAC, CQL: alpha log pi - min Q; TD3, DDPG: -Q1(s, mu(s)), the "
+                     "mean of their delayed actor steps; IQL: the advantage-weighted squared error)", "algorithm",
+                     "sac", "td3", "ddpg", "iql", "cql")
 LOSS_TEMPERATURE = _metric("loss/temperature", "the temperature's loss (with automatic entropy tuning)", "algorithm",
-                           "sac")
-Q_MEAN = _metric("q/mean", "mean of the critics' Q values on the batch (of both twins: SAC, TD3)", "algorithm",
-                 "sac", "td3", "ddpg")
-ALPHA = _metric("policy/alpha", "the entropy temperature alpha before the step", "algorithm", "sac")
+                           "sac", "cql")
+Q_MEAN = _metric("q/mean", "mean of the critics' Q values on the batch (of both twins: SAC, TD3, IQL, CQL)",
+                 "algorithm", "sac", "td3", "ddpg", "iql", "cql")
+ALPHA = _metric("policy/alpha", "the entropy temperature alpha before the step", "algorithm", "sac", "cql")
+LOSS_BC = _metric("loss/bc", "behaviour cloning's loss: the cross-entropy of the dataset's actions (Discrete) or "
+                  "their squared error (Box, in [-1, 1])", "algorithm", "bc")
+LOSS_CQL = _metric("loss/cql", "CQL's conservative regulariser, alpha_cql (logsumexp_a Q(s, a) - Q(s, a_data)), "
+                   "summed over both twins", "algorithm", "cql")
 
 # ---------------------------------------------------------------------------------------------------- learner thread
 # rlrun/execution/learner_thread.py (LearnerThread.metrics): plans with algo.learner=thread.

@@ -159,6 +159,14 @@ def _register_builtins(r: Registry) -> None:
                doc="QR-DQN: DQN on quantiles of the return, quantile Huber loss (Dabney et al. 2018)")
     r.register("algo", "rainbow", "rlrun.algos.rainbow:Rainbow", schema="rlrun.algos.rainbow_config:RainbowConfig",
                doc="Rainbow: C51 + noisy nets + dueling + double Q + prioritised replay + n-step (Hessel et al. 2018)")
+    r.register("algo", "bc", "rlrun.algos.bc:BC", schema="rlrun.algos.bc_config:BCConfig",
+               doc="BC: behaviour cloning from a dataset (data=minari), discrete or Box actions; offline")
+    r.register("algo", "iql", "rlrun.algos.iql:IQL", schema="rlrun.algos.iql_config:IQLConfig",
+               doc="IQL: implicit Q-learning from a dataset, expectile value, advantage-weighted policy; Box actions, "
+                   "offline (Kostrikov et al. 2021)")
+    r.register("algo", "cql", "rlrun.algos.cql:CQL", schema="rlrun.algos.cql_config:CQLConfig",
+               doc="CQL: conservative Q-learning from a dataset on SAC's critics; Box actions, offline "
+                   "(Kumar et al. 2020)")
     r.register("algo", "multiagent", "rlrun.algos.multiagent:MultiAgent",
                schema="rlrun.algos.multiagent_config:MultiAgentConfig",
                doc="several policies in one multi-agent env, each trained by its own algorithm (env=pettingzoo)")

@@ -102,12 +102,13 @@ def test_the_import_graph_has_no_cycle() -> None:
 def test_algorithms_are_siblings() -> None:
     """An algorithm imports shared pieces from components/ops, its own schema and the algorithm bases (base: every
     plan; on_policy: the actor-critic agent and plan PPO, A2C and TRPO share; off_policy_continuous: the agent base and
-    plan SAC, TD3 and DDPG share); another algorithm only where it is a true subclass (APPO of IMPALA; Ape-X's
-    learner, C51's and QR-DQN's agents of DQN's; Rainbow of C51)."""
-    bases = {"rlrun.algos.base", "rlrun.algos.on_policy", "rlrun.algos.off_policy_continuous"}
+    plan SAC, TD3 and DDPG share; offline: the plan BC, IQL and CQL share); another algorithm only where it is a true
+    subclass (APPO of IMPALA; Ape-X's learner, C51's and QR-DQN's agents of DQN's; Rainbow of C51; CQL's agent of
+    SAC's)."""
+    bases = {"rlrun.algos.base", "rlrun.algos.on_policy", "rlrun.algos.off_policy_continuous", "rlrun.algos.offline"}
     allowed = {("rlrun.algos.appo", "rlrun.algos.impala"), ("rlrun.algos.apex", "rlrun.algos.dqn"),
                ("rlrun.algos.c51", "rlrun.algos.dqn"), ("rlrun.algos.qrdqn", "rlrun.algos.dqn"),
-               ("rlrun.algos.rainbow", "rlrun.algos.c51")}
+               ("rlrun.algos.rainbow", "rlrun.algos.c51"), ("rlrun.algos.cql", "rlrun.algos.sac")}
     crossing = []
     for m, targets in _graph().items():
         if not m.startswith("rlrun.algos.") or m.endswith("_config"):

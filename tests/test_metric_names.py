@@ -38,6 +38,13 @@ RUNS = {
     "pqn": ["algo=pqn", "stop.env_steps=1"],
     "td3": ["algo=td3", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
     "ddpg": ["algo=ddpg", "env=pendulum", "algo.learning_starts=64", "stop.env_steps=128"],
+    # the offline learners, on datasets of random actions written by the fixture below under {root}
+    "bc": ["algo=bc", "data=minari", "data.id=cartpole/random-v0", "data.root={root}", "stop.gradient_steps=2",
+           "algo.updates_per_iteration=1"],
+    "iql": ["algo=iql", "env=pendulum", "data=minari", "data.id=pendulum/random-v0", "data.root={root}",
+            "stop.gradient_steps=2", "algo.updates_per_iteration=1"],
+    "cql": ["algo=cql", "env=pendulum", "data=minari", "data.id=pendulum/random-v0", "data.root={root}",
+            "stop.gradient_steps=2", "algo.updates_per_iteration=1"],
 }
 
 # Declared names no run above can report: Atari's whole games, the Ray executor's, replay shards', sweeps', and the
@@ -46,6 +53,33 @@ NOT_REACHED = {names.GAMES, names.GAME_SCORE_MEAN, names.GAME_LENGTH_MEAN, names
                names.TIME_REPLAY_WAIT, names.LOST_ENV_STEPS, names.REPLAY_SHARD_RESTARTS, names.PER_POLICY,
                names.EVAL_PER_POLICY, names.EVAL_VIDEO, names.EVAL_VIDEOS,  # media, not through log_metrics
                *(m.name for m in names.METRICS.values() if m.reporter == "sweep")}
+
+
+def random_dataset(root: Path, dataset_id: str, env_id: str) -> None:
+    """Two episodes of uniform random actions as a Minari dataset under ``root``."""
+    import gymnasium as gym
+    import minari
+    import numpy as np
+    from minari.data_collector import EpisodeBuffer
+
+    from rlrun.execution.dataset import minari_root
+
+    env = gym.make(env_id)
+    env.action_space.seed(0)
+    episodes = []
+    for i in range(2):
+        obs, _ = env.reset(seed=i)
+        steps: dict[str, list] = {"observations": [obs], "actions": [], "rewards": [], "terminations": [],
+                                  "truncations": []}
+        while not (steps["terminations"][-1:] == [True] or steps["truncations"][-1:] == [True]):
+            action = env.action_space.sample()
+            obs, reward, terminated, truncated, _ = env.step(action)
+            for k, v in zip(steps, (obs, action, reward, terminated, truncated), strict=True):
+                steps[k].append(v)
+        episodes.append(EpisodeBuffer(id=i, **{k: np.asarray(v) for k, v in steps.items()}))
+    with minari_root(str(root)):
+        minari.create_dataset_from_buffers(dataset_id, episodes, env=env.spec, eval_env=env.spec, author="test",
+                                           author_email="-", code_permalink="-", description="random actions")
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +93,15 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
         current.update(metrics)
         original(self, metrics, step)
 
+    root = tmp_path_factory.mktemp("datasets")
+    for dataset_id, env_id in (("cartpole/random-v0", "CartPole-v1"), ("pendulum/random-v0", "Pendulum-v1")):
+        random_dataset(root, dataset_id, env_id)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(MetricsLogger, "log_metrics", record)
         for run, overrides in RUNS.items():
             current = out.setdefault(run, set())
-            run_experiment(compose([*overrides, *QUIET]), tmp_path_factory.mktemp(run))
+            run_experiment(compose([*(o.format(root=root) for o in overrides), *QUIET]),
+                           tmp_path_factory.mktemp(run))
     return out
 
 

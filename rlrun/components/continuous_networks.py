@@ -1,6 +1,7 @@
-"""The networks of the off-policy continuous-control agents (SAC, TD3, DDPG), over a Box action normalised to
-``[-1, 1]`` (the agents rescale to the env's bounds): the action-value critic ``Q(s, a)``, a twin of them (clipped
-double Q), and the deterministic tanh actor of TD3 and DDPG. Each is built from the observation and action spaces
+"""The networks of the off-policy continuous-control agents (SAC, TD3, DDPG, IQL, CQL), over a Box action
+normalised to ``[-1, 1]`` (the agents rescale to the env's bounds): the action-value critic ``Q(s, a)``, a twin of
+them (clipped double Q), the state-value function ``V(s)`` (IQL's) and the deterministic tanh actor of TD3, DDPG
+and IQL. Each is built from the observation and action spaces
 and tested alone (tests/components/test_continuous_networks.py)."""
 
 from __future__ import annotations
@@ -63,6 +64,24 @@ class TwinQ(Component):
     def first_q(self, obs: Any, actions: torch.Tensor) -> torch.Tensor:
         """``Q1(s, a)`` alone ``[B]``: what TD3's actor ascends (Fujimoto et al. 2018, Algorithm 1)."""
         return self.q1(obs, actions)
+
+
+class ValueFunction(Component):
+    """``V(s)``: the flattened observation, an MLP, a linear output (IQL's value network, Kostrikov et al. 2021).
+    obs ``[B, ...]`` -> ``[B]``."""
+
+    def __init__(self, hidden_sizes: list[int], activation: str, name: str = "value") -> None:
+        super().__init__(name)
+        self.torso = MLP(hidden_sizes, activation, name="torso")
+
+    def _build(self, obs: sp.Space) -> None:
+        self.build_child(self.torso, obs=obs)
+        self.out = nn.Linear(int(self.torso.output_spaces["forward"].shape[0]), 1)
+        self.output_spaces["forward"] = sp.Box(-np.inf, np.inf, (), np.float32)
+
+    @api
+    def forward(self, obs: Any) -> torch.Tensor:
+        return self.out(self.torso(obs)).squeeze(-1)
 
 
 class DeterministicActor(Component):

@@ -13,7 +13,8 @@ it (their first training step is a learner batch: 32 unrolls, 1,600 Pong steps a
 of a Ray command that the others wait for). Paths that stand for a run the reader made earlier (an argument or
 ``resume=`` value starting with ``outputs/``, ``<run dir>`` or ``RUN_DIR``) are replaced by a real one, made once
 per session by a tiny DQN run; ``multirun/...`` by a tiny sweep's directory. Commands that only print (``--help``,
-``--cfg``, ``--info``, ``rlrun keys``) run as written.
+``--cfg``, ``--info``, ``rlrun keys``) and those that read a run (``eval``, ``export``, ``collect``, ...) run as
+written.
 Each runs as its console script would, in a child forked from a process that has already imported rlrun's stack
 (``cli_fork_server.py``: the same ``main`` with the same ``sys.argv``, stdin, working directory and exit status,
 without a fresh interpreter's imports). A command passes when it exits 0 (``# exits 2`` at the end of the line:
@@ -161,7 +162,7 @@ def _substitute(word: str, made: dict[str, Path]) -> str:
 
 
 def _budgeted(words: list[str]) -> list[str]:
-    if words[1:2] in (["keys"], ["eval"], ["export"], ["graph"], ["compare"]) or words[0] == "rlrun-plot":
+    if words[1:2] in (["keys"], ["eval"], ["export"], ["graph"], ["compare"], ["collect"]) or words[0] == "rlrun-plot":
         return words
     if any(w in PRINT_ONLY for w in words):
         return words
