@@ -79,7 +79,8 @@ def random_dataset(root: Path, dataset_id: str, env_id: str) -> None:
         episodes.append(EpisodeBuffer(id=i, **{k: np.asarray(v) for k, v in steps.items()}))
     with minari_root(str(root)):
         minari.create_dataset_from_buffers(dataset_id, episodes, env=env.spec, eval_env=env.spec, author="test",
-                                           author_email="-", code_permalink="-", description="random actions")
+                                           author_email="-", code_permalink="-", description="random actions",
+                                           algorithm_name="random")
 
 
 @pytest.fixture(scope="module")
