@@ -500,6 +500,7 @@ class RunConfig(Declared):
 
 
 GROUPS = ("algo", "env", "device", "executor", "logger")
+SCHEMA_GROUPS = (*GROUPS, "data")  # the groups whose options have a schema (schema/<group>/<name>)
 
 # The schema of each built-in option; plugins add theirs through the registry (entry.schema).
 _BUILTIN_SCHEMAS = {
@@ -540,7 +541,7 @@ class SchemaSource(ConfigSource):
         if path == "base_config":
             return RunConfig
         parts = path.split("/")
-        if len(parts) != 3 or parts[0] != "schema" or parts[1] not in GROUPS:
+        if len(parts) != 3 or parts[0] != "schema" or parts[1] not in SCHEMA_GROUPS:
             return None
         group, name = parts[1], parts[2]
         if name not in self._names(group):
@@ -561,14 +562,14 @@ class SchemaSource(ConfigSource):
 
     def is_group(self, config_path: str) -> bool:
         path = config_path.strip("/")
-        return path in ("", "schema") or (path.startswith("schema/") and path[len("schema/"):] in GROUPS)
+        return path in ("", "schema") or (path.startswith("schema/") and path[len("schema/"):] in SCHEMA_GROUPS)
 
     def is_config(self, config_path: str) -> bool:
         path = config_path.strip("/").removesuffix(".yaml")
         if path == "base_config":
             return True
         parts = path.split("/")
-        return len(parts) == 3 and parts[0] == "schema" and parts[1] in GROUPS and parts[2] in self._names(parts[1])
+        return len(parts) == 3 and parts[0] == "schema" and parts[1] in SCHEMA_GROUPS and parts[2] in self._names(parts[1])
 
     def list(self, config_path: str, results_filter: Optional[ObjectType]) -> list[str]:
         path = config_path.strip("/")
@@ -576,7 +577,7 @@ class SchemaSource(ConfigSource):
         if path == "":
             groups, configs = ["schema"], ["base_config"]
         elif path == "schema":
-            groups = list(GROUPS)
+            groups = list(SCHEMA_GROUPS)
         elif self.is_group(path):
             configs = list(self._names(path.split("/")[1]))
         shown = (groups if results_filter in (None, ObjectType.GROUP) else []) + (
