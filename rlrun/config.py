@@ -569,7 +569,8 @@ class SchemaSource(ConfigSource):
         if path == "base_config":
             return True
         parts = path.split("/")
-        return len(parts) == 3 and parts[0] == "schema" and parts[1] in SCHEMA_GROUPS and parts[2] in self._names(parts[1])
+        return (len(parts) == 3 and parts[0] == "schema" and parts[1] in SCHEMA_GROUPS
+                and parts[2] in self._names(parts[1]))
 
     def list(self, config_path: str, results_filter: Optional[ObjectType]) -> list[str]:
         path = config_path.strip("/")

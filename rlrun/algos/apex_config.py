@@ -82,7 +82,8 @@ class ApexConfig(Declared):
     """Global gradient-norm clip; null disables. Default: as rlrun's DQN (paper: 40)."""
     network: str = "auto"
     """Torso: auto (from the observation space: nature_cnn for uint8 images [C, H, W], minatar_cnn for bool images,
-    the multi-input torso for a Dict/Tuple with image parts, else mlp) | mlp | nature_cnn | impala_resnet | minatar_cnn."""
+    the multi-input torso for a Dict/Tuple with image parts, else mlp) | mlp | nature_cnn | impala_resnet |
+    minatar_cnn."""
     hidden_sizes: list[int] = key(factory=lambda: [128, 128], items="[1, inf)")
     """Hidden layer widths of the MLP torso. Default: tuned here on CartPole, where [64, 64] plateaued far below the
     target on some seeds (docs/algorithms/apex.md)."""

@@ -25,6 +25,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.continuous_networks import DeterministicActor
 from rlrun.components.networks import MLP
 from rlrun.components.optimizers import optimizer_step
+from rlrun.components.optimizers.adam import Adam
 from rlrun.errors import ConfigError
 from rlrun.metric_names import LOSS_BC
 
@@ -92,7 +93,7 @@ class BCAgent(Component):
             self.register_buffer("action_bias", torch.as_tensor((high + low) / 2.0, dtype=torch.float32))
             self.policy = DeterministicActor(hidden, act, name="policy")
             self.build_child(self.policy, obs=obs, actions=sp.Box(-1.0, 1.0, actions.shape, np.float32))
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.cfg.lr)
+        self.optimizer = Adam(self.policy.parameters(), lr=self.cfg.lr)
         self.output_spaces["get_actions"] = actions
 
     def get_extra_state(self) -> Any:

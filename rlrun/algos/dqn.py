@@ -27,6 +27,7 @@ from rlrun.components.memories import ReplayMemory
 from rlrun.components.noisy import reset_noise, without_noise
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.optimizers import Synchronization, optimizer_step
+from rlrun.components.optimizers.adam import Adam
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.components.q_network import QNetwork, q_loss
 from rlrun.envs.gym_env import EnvSpec
@@ -82,7 +83,7 @@ class DQNLearner(Component):
         self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
         # fused=True: one Adam kernel over all parameters instead of ~10 small ops per parameter tensor (the same
         # update rule)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.cfg.lr, eps=self.adam_eps, fused=True)
+        self.optimizer = Adam(self.q.parameters(), lr=self.cfg.lr, eps=self.adam_eps, fused=True)
         self.output_spaces["get_actions"] = actions
 
     def get_extra_state(self) -> Any:

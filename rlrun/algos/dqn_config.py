@@ -66,7 +66,8 @@ class DQNConfig(Declared):
     docs/algorithms/dqn.md."""
     network: str = "auto"
     """Torso: auto (from the observation space: nature_cnn for uint8 images [C, H, W], minatar_cnn for bool images,
-    the multi-input torso for a Dict/Tuple with image parts, else mlp) | mlp | nature_cnn | impala_resnet | minatar_cnn."""
+    the multi-input torso for a Dict/Tuple with image parts, else mlp) | mlp | nature_cnn | impala_resnet |
+    minatar_cnn."""
     action_mask: str = key("auto", choices=("auto", "off"))
     """Invalid-action masks (Discrete actions): auto (when the observation carries an ``action_mask`` entry, or the
     env's info dict does, illegal actions are never chosen and get no probability, in acting and in learning) | off

@@ -27,6 +27,7 @@ from rlrun.algos.offline import OfflinePlan, learning_batch
 from rlrun.components.base import api
 from rlrun.components.continuous_networks import DeterministicActor, TwinQ, ValueFunction
 from rlrun.components.optimizers import optimizer_step
+from rlrun.components.optimizers.adam import Adam
 from rlrun.metric_names import LOSS_ACTOR, LOSS_CRITIC, LOSS_VALUE, Q_MEAN
 
 # ---------------------------------------------------------------------------------------------------- losses
@@ -78,9 +79,9 @@ class IQLAgent(ContinuousOffPolicyAgent):
         self.target_critic.requires_grad_(False)
         self.build_child(self.value, obs=obs)
         cfg = self.cfg
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.value_optimizer = torch.optim.Adam(self.value.parameters(), lr=cfg.value_lr)
+        self.actor_optimizer = Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_optimizer = Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.value_optimizer = Adam(self.value.parameters(), lr=cfg.value_lr)
 
     def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "value": self.value_optimizer}

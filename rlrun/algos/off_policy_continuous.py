@@ -28,6 +28,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.continuous_networks import DeterministicActor
 from rlrun.components.memories import ReplayMemory
 from rlrun.components.optimizers import Synchronization, optimizer_step
+from rlrun.components.optimizers.adam import Adam
 from rlrun.errors import ConfigError
 from rlrun.metric_names import LOSS_ACTOR
 
@@ -208,8 +209,8 @@ class DeterministicPolicyAgent(ContinuousOffPolicyAgent):
             target.load_state_dict(online.state_dict())
             target.requires_grad_(False)
         cfg = self.cfg
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, fused=True)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr, fused=True)
+        self.actor_optimizer = Adam(self.actor.parameters(), lr=cfg.actor_lr, fused=True)
+        self.critic_optimizer = Adam(self.critic.parameters(), lr=cfg.critic_lr, fused=True)
 
     def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer}

@@ -27,6 +27,7 @@ from rlrun.components.actor_critic import ActorCritic
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.normalizers import RewardScaler
+from rlrun.components.optimizers.adam import Adam
 from rlrun.components.optimizers.lr_schedule import LinearDecay
 from rlrun.components.recurrent_actor_critic import (
     RecurrentActorCritic,
@@ -80,7 +81,7 @@ def rmsprop_or_adam(cfg: Any, params: Any, **rmsprop_kwargs: Any) -> torch.optim
     if cfg.optimizer == "rmsprop":
         return torch.optim.RMSprop(params, lr=cfg.lr, alpha=cfg.rmsprop_alpha, eps=cfg.optimizer_eps,
                                    **rmsprop_kwargs)
-    return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.optimizer_eps)
+    return Adam(params, lr=cfg.lr, eps=cfg.optimizer_eps)
 
 
 def policy_factory(algo_cls: Any, cfg: Any, spec: EnvSpec) -> Callable[[int], Component]:

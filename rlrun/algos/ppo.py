@@ -23,6 +23,7 @@ from rlrun.algos.ppo_config import PPOConfig
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import make_distribution
 from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
+from rlrun.components.optimizers.adam import Adam
 from rlrun.components.policy_losses import ppo_loss
 from rlrun.execution.rollout import Rollout
 from rlrun.metric_names import (
@@ -55,7 +56,7 @@ class PPOAgent(OnPolicyAgent):
     def _make_optimizers(self, cfg: PPOConfig, seed: int) -> None:
         """``optimizer``: Adam over the whole network; ``fused=True``: one kernel over all parameters (the same
         update rule, fewer small ops)."""
-        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True)
+        self.optimizer = Adam(self.network.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True)
 
     # ------------------------------------------------------------------ learning
 

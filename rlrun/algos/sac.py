@@ -27,6 +27,7 @@ from rlrun.components.base import Component, api
 from rlrun.components.continuous_networks import QFunction, TwinQ
 from rlrun.components.networks import MLP
 from rlrun.components.optimizers import optimizer_step
+from rlrun.components.optimizers.adam import Adam
 from rlrun.components.squashed_gaussian import SquashedDiagGaussian, SquashedGaussianHead
 from rlrun.metric_names import ALPHA, ENTROPY, LOSS_ACTOR, LOSS_CRITIC, LOSS_TEMPERATURE, Q_MEAN
 
@@ -159,9 +160,9 @@ class SACAgent(ContinuousOffPolicyAgent):
         # fused=True: one Adam kernel per optimizer instead of ~10 small ops per parameter tensor (the same update
         # rule; DQN does the same)
         cfg = self.cfg
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, fused=True)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr, fused=True)
-        self.alpha_optimizer = (torch.optim.Adam(self.temperature.parameters(), lr=cfg.alpha_lr, fused=True)
+        self.actor_optimizer = Adam(self.actor.parameters(), lr=cfg.actor_lr, fused=True)
+        self.critic_optimizer = Adam(self.critic.parameters(), lr=cfg.critic_lr, fused=True)
+        self.alpha_optimizer = (Adam(self.temperature.parameters(), lr=cfg.alpha_lr, fused=True)
                                 if cfg.learn_alpha else None)
 
     def _optimizers(self) -> dict[str, torch.optim.Optimizer]:

@@ -38,6 +38,7 @@ from rlrun.components.actor_critic import ActorCritic
 from rlrun.components.base import Component, api
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import mean_scalars, minibatches, optimizer_step
+from rlrun.components.optimizers.adam import Adam
 from rlrun.components.policy_losses import apply_reduction, normalize_advantages, value_loss
 from rlrun.execution.rollout import Rollout
 from rlrun.metric_names import (
@@ -148,7 +149,7 @@ class TRPOAgent(OnPolicyAgent):
     def _make_optimizers(self, cfg: TRPOConfig, seed: int) -> None:
         """``value_optimizer``: the critic's Adam, for its epochs of minibatch steps (the actor's step is the module
         ``policy_optimizer``)."""
-        self.value_optimizer = torch.optim.Adam(self.critic_parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+        self.value_optimizer = Adam(self.critic_parameters(), lr=cfg.lr, eps=cfg.adam_eps)
 
     def torch_optimizer(self) -> torch.optim.Optimizer:
         """The value function's Adam (the one with a learning rate; OnPolicyAgent.set_learning_rate sets it)."""

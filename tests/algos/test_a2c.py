@@ -13,6 +13,7 @@ from rlrun import spaces as sp
 from rlrun.algos.a2c import A2CAgent
 from rlrun.algos.a2c_config import A2CConfig
 from rlrun.app.run import run_experiment
+from rlrun.components.optimizers.adam import Adam
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.errors import ConfigError
@@ -58,7 +59,7 @@ def test_a2c_update_objective_on_a_tiny_batch():
     assert after["head.value.bias"] != before["head.value.bias"]
 
 
-@pytest.mark.parametrize("optimizer,torch_cls", [("rmsprop", torch.optim.RMSprop), ("adam", torch.optim.Adam)])
+@pytest.mark.parametrize("optimizer,torch_cls", [("rmsprop", torch.optim.RMSprop), ("adam", Adam)])
 def test_one_gradient_step_per_update_with_the_configured_optimizer(optimizer, torch_cls):
     """(The update runs under ComponentTest's trace: it calls only the agent's own sub-components.)"""
     cfg = A2CConfig(hidden_sizes=[8], optimizer=optimizer, lr=1e-3)

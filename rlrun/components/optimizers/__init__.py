@@ -1,6 +1,7 @@
 """Optimizer modules (TensorForce 0.3's idea): an optimization strategy is a component, and the loss is a callable.
 
-An agent whose update is a plain gradient step holds its ``torch.optim`` optimizer itself and steps it with
+An agent whose update is a plain gradient step holds its optimizer itself (Adam: :class:`adam.Adam`, torch.optim.Adam's
+update without importing ``torch._dynamo``, see its module; others: ``torch.optim``) and steps it with
 :func:`optimizer_step` (zero_grad, backward, clip, step), over the minibatches of :func:`minibatches` where it takes
 several; the modules here are for where the strategy *is* the choice (TRPO's ``algo.policy_update``: trust region,
 natural gradient, evolution strategies, minibatch gradient steps).
