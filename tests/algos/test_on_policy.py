@@ -15,6 +15,7 @@ from rlrun.algos.on_policy import build_actor_critic, clip_to_bounds, make_rewar
 from rlrun.algos.ppo import PPOAgent
 from rlrun.algos.ppo_config import PPOConfig
 from rlrun.components.normalizers import RewardScaler
+from rlrun.components.optimizers.adam import Adam
 from rlrun.errors import ConfigError
 
 OBS = sp.Box(-1.0, 1.0, (3,), np.float32)
@@ -28,7 +29,7 @@ def test_rmsprop_or_adam_takes_the_configured_optimizer():
     assert isinstance(rmsprop, torch.optim.RMSprop)
     assert (group["alpha"], group["eps"], group["momentum"], group["lr"]) == (0.9, 1e-3, 0.5, 0.01)
     adam = rmsprop_or_adam(replace(cfg, optimizer="adam"), [torch.nn.Parameter(torch.zeros(2))])
-    assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["eps"] == 1e-3
+    assert isinstance(adam, Adam) and adam.param_groups[0]["eps"] == 1e-3
 
 
 def test_make_reward_scaler_only_with_normalize_reward():

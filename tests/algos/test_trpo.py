@@ -19,6 +19,7 @@ from rlrun.algos.trpo_config import TRPOConfig
 from rlrun.app.run import run_experiment
 from rlrun.components.distributions import Categorical, DiagGaussian, make_distribution
 from rlrun.components.optimizers import TRPOStep
+from rlrun.components.optimizers.adam import Adam
 from rlrun.components.testing import ComponentTest
 from rlrun.config import compose
 from rlrun.errors import ConfigError
@@ -262,7 +263,7 @@ def test_update_built_alone_stays_in_the_trust_region(actions):
     agent = TRPOAgent(cfg)
     obs_space = CARTPOLE_OBS if isinstance(actions, sp.Discrete) else PENDULUM.observation_space
     test = ComponentTest(agent, {"obs": obs_space, "actions": actions})
-    assert isinstance(agent.policy_optimizer, TRPOStep) and isinstance(agent.value_optimizer, torch.optim.Adam)
+    assert isinstance(agent.policy_optimizer, TRPOStep) and isinstance(agent.value_optimizer, Adam)
     actor, critic = agent.actor_parameters(), agent.critic_parameters()
     assert {id(p) for p in actor} | {id(p) for p in critic} == {id(p) for p in agent.network.parameters()}
     if isinstance(actions, sp.Box):
