@@ -15,7 +15,7 @@ from rlrun import hydra_search_path
 from rlrun.algos.multiagent_config import MultiAgentConfig
 from rlrun.algos.ppo_config import PPOConfig
 from rlrun.app.config_reference import options
-from rlrun.config import GROUPS, DeviceConfig, GymEnvConfig, RunConfig, SchemaSource
+from rlrun.config import SCHEMA_GROUPS, DeviceConfig, GymEnvConfig, RunConfig, SchemaSource
 from rlrun.registry import registry
 
 
@@ -41,7 +41,8 @@ def test_paths_groups_and_listing(source: SchemaSource):
     assert not source.is_config("schema/algo/nope") and not source.is_config("schema/ppo") and not source.is_config("x")
     assert source.list("", ObjectType.GROUP) == ["schema"]
     assert source.list("", ObjectType.CONFIG) == ["base_config"]
-    assert source.list("schema", None) == sorted(GROUPS)
+    assert source.list("schema", None) == sorted(SCHEMA_GROUPS)
+    assert source.list("schema/data", ObjectType.CONFIG) == ["minari"]
     assert source.list("schema/device", ObjectType.CONFIG) == ["device"]
     assert source.list("schema/device", ObjectType.GROUP) == []
 

@@ -108,7 +108,7 @@ def test_help_fits_one_screen_and_points_to_the_rest(workdir: Path):
     lines = proc.stdout.strip().splitlines()
     assert len(lines) <= 40, len(lines)
     assert not any(line.startswith("schema/") for line in lines)
-    algos = ("a2c, apex, appo, c51, ddpg, dqn, impala, multiagent, multiagent_mixed, ppo, pqn, qrdqn, rainbow, sac, "
-             "td3, trpo")
+    algos = ("a2c, apex, appo, bc, c51, cql, ddpg, dqn, impala, iql, multiagent, multiagent_mixed, ppo, pqn, qrdqn, "
+             "rainbow, sac, td3, trpo")
     assert f"algo: {algos}" in proc.stdout
     assert "rlrun keys algo=ppo" in proc.stdout and "Configuration reference" in proc.stdout
