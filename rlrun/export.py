@@ -283,6 +283,13 @@ class Restored:
     def env_steps(self) -> int:
         return int(self.state["loop"]["env_steps"])
 
+    @property
+    def progress(self) -> str:
+        """Where the checkpoint was taken: ``env step N``, or for an offline run (it takes none) ``gradient step N``."""
+        if self.cfg.get("data") is not None:
+            return f"gradient step {int(self.state['loop'].get('gradient_steps', 0))}"
+        return f"env step {self.env_steps}"
+
     def policy(self) -> nn.Module:
         return self.algo.acting_policy()
 
@@ -341,4 +348,4 @@ def main(argv: Sequence[str]) -> None:
         restored.close()
     for p in paths:
         sys.stdout.write(f"wrote {p} (greedy policy of {restored.cfg.algo.name} on {restored.spec.id}, "
-                         f"checkpoint at env step {restored.env_steps})\n")
+                         f"checkpoint at {restored.progress})\n")

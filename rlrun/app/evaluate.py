@@ -149,6 +149,7 @@ def evaluate(target: str | Path, episodes: int = 10, seed: int | None = None, vi
     run_id = mlflow_run_in(restored.state, uri)
     result = EvalResult(returns, lengths, seed, str(video_dir.resolve()) if video_dir else None,
                         {"checkpoint": str(restored.checkpoint), "checkpoint_env_steps": restored.env_steps,
+                         "checkpoint_at": restored.progress,
                          "algo": str(restored.cfg.algo.name), "env": str(restored.cfg.env.id),
                          "mlflow_run_id": run_id, **multiagent})
     if write:
@@ -234,7 +235,7 @@ def main(argv: Sequence[str]) -> None:
     spread = "" if len(result.returns) < 2 else f" ± {result.return_std:.1f}"
     sys.stdout.write(f"eval: {len(result.returns)} episodes without exploration: return mean "
                      f"{result.return_mean:.1f}{spread} (min {min(result.returns):.1f}, max "
-                     f"{max(result.returns):.1f}), checkpoint at env step {result.extra['checkpoint_env_steps']}; "
+                     f"{max(result.returns):.1f}), checkpoint at {result.extra['checkpoint_at']}; "
                      f"wrote {result.extra['eval_json']}"
                      f"{'' if result.video_dir is None else f'; videos in {result.video_dir}'}\n")
     for key, what in (("policy_return_mean", "policy"), ("agent_return_mean", "agent")):  # multi-agent runs

@@ -212,6 +212,7 @@ def test_bc_clones_the_cartpole_expert_from_mixed_data(root: Path, tmp_path: Pat
     assert summary["env_steps"] == 0 and summary["data"]["id"] == "cartpole/mixed-v0"
     result = evaluate(tmp_path / "run", episodes=5, write=False)  # rlrun eval on an offline run
     assert result.return_mean >= 450, result.returns
+    assert result.extra["checkpoint_at"] == "gradient step 1000"  # not "env step 0": it takes none
 
 
 @pytest.mark.parametrize("algo, extra", [
