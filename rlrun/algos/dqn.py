@@ -77,9 +77,7 @@ class DQNLearner(Component):
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         self.build_child(self.q, obs=obs, actions=actions)
-        self.build_child(self.target_q, obs=obs, actions=actions)
-        self.target_q.load_state_dict(self.q.state_dict())
-        self.target_q.requires_grad_(False)
+        self.build_target_copy(self.target_q, self.q, obs=obs, actions=actions)
         self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
         # fused=True: one Adam kernel over all parameters instead of ~10 small ops per parameter tensor (the same
         # update rule)

@@ -74,9 +74,7 @@ class IQLAgent(ContinuousOffPolicyAgent):
     def _build_networks(self, obs: sp.Space, unit: sp.Box) -> None:
         self.build_child(self.actor, obs=obs, actions=unit)
         self.build_child(self.critic, obs=obs, actions=unit)
-        self.build_child(self.target_critic, obs=obs, actions=unit)
-        self.target_critic.load_state_dict(self.critic.state_dict())
-        self.target_critic.requires_grad_(False)
+        self.build_target_copy(self.target_critic, self.critic, obs=obs, actions=unit)
         self.build_child(self.value, obs=obs)
         cfg = self.cfg
         self.actor_optimizer = Adam(self.actor.parameters(), lr=cfg.actor_lr)

@@ -205,9 +205,7 @@ class DeterministicPolicyAgent(ContinuousOffPolicyAgent):
     def _build_networks(self, obs: sp.Space, unit: sp.Box) -> None:
         for online, target in ((self.actor, self.target_actor), (self.critic, self.target_critic)):
             self.build_child(online, obs=obs, actions=unit)
-            self.build_child(target, obs=obs, actions=unit)
-            target.load_state_dict(online.state_dict())
-            target.requires_grad_(False)
+            self.build_target_copy(target, online, obs=obs, actions=unit)
         cfg = self.cfg
         self.actor_optimizer = Adam(self.actor.parameters(), lr=cfg.actor_lr, fused=True)
         self.critic_optimizer = Adam(self.critic.parameters(), lr=cfg.critic_lr, fused=True)

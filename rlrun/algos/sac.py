@@ -153,9 +153,7 @@ class SACAgent(ContinuousOffPolicyAgent):
     def _build_networks(self, obs: sp.Space, unit: sp.Box) -> None:
         self.build_child(self.actor, obs=obs, actions=unit)
         self.build_child(self.critic, obs=obs, actions=unit)
-        self.build_child(self.target_critic, obs=obs, actions=unit)
-        self.target_critic.load_state_dict(self.critic.state_dict())
-        self.target_critic.requires_grad_(False)
+        self.build_target_copy(self.target_critic, self.critic, obs=obs, actions=unit)
         self.build_child(self.temperature, actions=unit)
         # fused=True: one Adam kernel per optimizer instead of ~10 small ops per parameter tensor (the same update
         # rule; DQN does the same)

@@ -244,6 +244,13 @@ class Component(nn.Module):
             raise ComponentBuildError(f"{e}" + (f" (inputs: {sources})" if sources else "")) from None
         return child
 
+    def build_target_copy(self, target: "Component", online: "Component", **inputs: "sp.Space | Port") -> None:
+        """Build ``target`` from the inputs ``online`` was built from, start it equal to ``online`` and take it out
+        of the gradient: a target network (DQN's Q, SAC's and IQL's critics, TD3's actor and critic)."""
+        self.build_child(target, **inputs)
+        target.load_state_dict(online.state_dict())
+        target.requires_grad_(False)
+
     def _source_of(self, child: "Component", key: str) -> str:
         for e in self.edges:
             if e.target == child.name and e.input == key:
