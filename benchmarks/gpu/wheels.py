@@ -38,6 +38,7 @@ NOT_CARRIED = {
     "mujoco": "no MuJoCo stage in the kit", "pettingzoo": "no multi-agent stage", "mpe2": "no multi-agent stage",
     "hydra-joblib-launcher": "no sweeps in the kit",
     "minatar": "no MinAtar stage in the kit (it would also pull pandas, seaborn and matplotlib)",
+    "minari": "no offline stage in the kit (datasets are written and read by rlrun collect / data=minari)",
 }
 
 

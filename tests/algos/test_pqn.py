@@ -97,7 +97,7 @@ def test_update_steps_towards_the_q_lambda_targets(bootstrap_truncated):
     assert info["gradient_steps"] == 12
     states = agent.torch_optimizer().state_dict()["state"].values()
     assert {int(s["step"]) for s in states} == {12}
-    losses = [float(agent.update(rollout)["loss/td"]) for _ in range(30)]
+    losses = [float(agent.update(rollout)["loss/td"]) for _ in range(60)]
     assert losses[-1] < 0.5 * first_loss
 
 

@@ -86,8 +86,8 @@ def test_non_tty_progress_is_periodic_not_flooding(workdir: Path) -> None:
         # a misspelt key: rlrun's message with the close matches at once, not Hydra's advice to add it with "+"
         ("algo.learning_rate=1e-3", "algo.learning_rate: unknown key for DQNConfig. Did you mean lr or"),
         ("evn=pong", "evn: unknown key for the run's config (rlrun --help lists the groups). Did you mean env?"),
-        ("stop.env_step=9", "stop.env_step: unknown key for StopConfig. Did you mean env_steps? Valid keys: "
-                            "env_steps, wall_time_s, episode_return_mean."),
+        ("stop.env_step=9", "stop.env_step: unknown key for StopConfig. Did you mean env_steps or gradient_steps? "
+                            "Valid keys: env_steps, wall_time_s, episode_return_mean, gradient_steps."),
         # an output folder that cannot be made (/proc takes no new folders, even for root)
         ("hydra.run.dir=/proc/rlrun-x", "hydra.run.dir=/proc/rlrun-x: cannot write the output there"),
     ],
