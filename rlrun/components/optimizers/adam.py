@@ -4,7 +4,7 @@ optimizer where the optimizer is not the algorithmic choice.
 Why not ``torch.optim.Adam`` itself: building or stepping any ``torch.optim`` optimizer imports ``torch._dynamo``
 (its methods are wrapped in ``torch._disable_dynamo``), and once a process has imported it, a training loop of small
 networks runs slower throughout, PPO on MuJoCo among them; the same import added alone to a run that builds no
-``torch.optim`` optimizer slows it as much (figures: benchmarks/results/2026-11-29-adam-import.md). This class calls
+``torch.optim`` optimizer slows it as much (figures: benchmarks/results/adam-without-dynamo-import.md). This class calls
 the update ``torch.optim.Adam.step`` calls, the public functional ``torch.optim.adam.adam`` (with ``fused=True``: one
 kernel over all parameters), on the state ``torch.optim.Adam`` keeps, and reads and writes that state in its
 ``state_dict`` format, so a checkpoint loads into either; the tests compare the two step by step.
