@@ -42,6 +42,7 @@ import signal
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -149,13 +150,30 @@ def _free_space(folder: Path) -> str:
         return f"free space on {folder} unknown"
 
 
+@dataclass(frozen=True)
+class StopConditions:
+    """``stop.*``, resolved once: the loop checks them after every ``training_step()``, which for a replay plan is
+    every env step, and reading an OmegaConf node parses its interpolation again on each access (a millisecond
+    here, more than the env step of a MuJoCo task)."""
+
+    env_steps: int | None = None
+    gradient_steps: int | None = None
+    wall_time_s: float | None = None
+    episode_return_mean: float | None = None
+
+    @classmethod
+    def from_config(cls, stop: DictConfig) -> StopConditions:
+        values = OmegaConf.to_container(stop, resolve=True)
+        return cls(**{f.name: values.get(f.name) for f in fields(cls)})
+
+
 class RunLoop:
     """Counts env steps, gradient steps, episodes and iterations, checks stop conditions, reports metrics. An
     offline run (``data=...``) takes no env steps: its progress (:attr:`step`, the x-axis of its metrics and
     checkpoints) is gradient steps."""
 
     def __init__(self, cfg: DictConfig, frame_skip: int) -> None:
-        self.stop_cfg = cfg.stop
+        self.stop = StopConditions.from_config(cfg.stop)
         self.offline = cfg.get("data") is not None
         self.gradient_steps = 0  # as the plan reports them (learn/gradient_steps, a running count)
         self.frame_skip = frame_skip
@@ -199,10 +217,10 @@ class RunLoop:
         self.game_lengths.extend(getattr(result, "game_lengths", None) or [])
 
     def stop_reason(self) -> str | None:
-        s = self.stop_cfg
+        s = self.stop
         if s.env_steps is not None and self.env_steps >= s.env_steps:
             return "env_steps"
-        if s.get("gradient_steps") is not None and self.gradient_steps >= s.gradient_steps:
+        if s.gradient_steps is not None and self.gradient_steps >= s.gradient_steps:
             return "gradient_steps"
         if s.wall_time_s is not None and self.wall_time_s >= s.wall_time_s:
             return "wall_time_s"
@@ -466,7 +484,7 @@ class Run:
                             "on, %s", stop_reason, loop.env_steps, _lift(stop_reason, loop))
         last_report = time.perf_counter()
         with _StopRequest() as stop_request:
-            wall_limit = cfg.stop.wall_time_s
+            wall_limit, report_interval = loop.stop.wall_time_s, float(cfg.logger.report_interval_s)
             # a plan that owes many gradient steps checks this between them (Ape-X's sync learner): stops hold
             self.algo.stop_check = lambda: stop_request.requested or (wall_limit is not None
                                                                       and loop.wall_time_s >= wall_limit)
@@ -479,7 +497,7 @@ class Run:
                     if stop_reason is None and stop_request.requested:
                         stop_reason, status = "interrupted", "KILLED"
                     now = time.perf_counter()
-                    if stop_reason is not None or now - last_report >= cfg.logger.report_interval_s:
+                    if stop_reason is not None or now - last_report >= report_interval:
                         last_report = now
                         metrics = loop.report({**result.metrics, **executor_metrics(self.executor)})
                         self.logger.log_metrics(metrics, loop.step)
