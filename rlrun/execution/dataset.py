@@ -98,8 +98,16 @@ class TransitionDataset:
 
 
 def load_minari(data_cfg: Any, spec: Any) -> TransitionDataset:
-    """The dataset ``data.id`` under ``data.root``, checked against the env: its observation and action spaces must
-    be the env's (``spec``). A missing dataset or a mismatch is a :class:`ConfigError` (one line, exit 2)."""
+    """The dataset ``data.id`` under ``data.root`` as transitions, checked against the env (:func:`open_minari`)."""
+    with minari_root(data_cfg.get("root")):
+        dataset = open_minari(data_cfg, spec)
+        return TransitionDataset.from_episodes(dataset.iterate_episodes(), dict(dataset.storage.metadata))
+
+
+def open_minari(data_cfg: Any, spec: Any) -> Any:
+    """The Minari dataset ``data.id`` under ``data.root`` (its metadata read, its episodes not yet), checked against
+    the env: its observation and action spaces must be the env's (``spec``). A missing dataset or a mismatch is a
+    :class:`ConfigError` (one line, exit 2). The command line calls it before the run directory exists."""
     import minari
 
     with minari_root(data_cfg.get("root")) as root:
@@ -119,7 +127,7 @@ def load_minari(data_cfg: Any, spec: Any) -> TransitionDataset:
                 raise ConfigError(f"data.id={data_cfg.id}: its {what} space {sp.describe(theirs)} is not env "
                                   f"{spec.id}'s {sp.describe(ours)}; choose the env the dataset was collected on "
                                   f"(its env spec: {_env_id(dataset)}).")
-        return TransitionDataset.from_episodes(dataset.iterate_episodes(), dict(dataset.storage.metadata))
+        return dataset
 
 
 def _env_id(dataset: Any) -> str:

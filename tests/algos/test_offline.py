@@ -5,13 +5,14 @@ Pendulum-v1), rlrun eval on an offline run, and the exact resume of an offline r
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import assert_same
+from conftest import assert_same, run_rlrun
 
 from rlrun import checkpoint as ckpt
 from rlrun.algos.bc import bc_continuous_loss, bc_discrete_loss
@@ -198,6 +199,21 @@ def test_a_dataset_is_read_against_the_env(root: Path):
 def test_bad_offline_configs_are_refused_in_one_line(overrides, message):
     with pytest.raises(ConfigError, match=message):
         compose(overrides)
+
+
+@pytest.mark.parametrize("env, dataset, message", [
+    ("cartpole", "pendulum/mixed-v0", r"data.id=pendulum/mixed-v0: its observation space Box\(3,\) .* is not env "
+                                      r"CartPole-v1's"),
+    ("pendulum", "pendulum/none-v0", "data.id=pendulum/none-v0: no such dataset under"),
+])
+def test_a_bad_dataset_is_refused_before_the_run_directory_exists(root: Path, workdir: Path, env: str,
+                                                                     dataset: str, message: str):
+    """Through the command line: one line on stderr, exit 2, and no outputs/ folder (no empty run directory)."""
+    proc = run_rlrun(offline(root, "bc", env, dataset, "stop.gradient_steps=1"), workdir)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.search(message, lines[0]), proc.stderr
+    assert not (workdir / "outputs").exists() and list(workdir.iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------------------- learning
