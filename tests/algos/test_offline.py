@@ -143,6 +143,26 @@ def test_cql_regularizer_pushes_down_unseen_actions_and_up_the_data():
     assert float(q.grad.sum()) == pytest.approx(1.0)  # softmax weights
 
 
+def test_a_fresh_cql_policy_is_as_wide_as_corls():
+    """The head maps its output smoothly into [log_std_min, log_std_max], so a zero output is their midpoint: with
+    CQL's bounds (-5, 2), log std -1.5 (std 0.22), near CORL's fresh policy (log std -1). CORL's own bounds (-20, 2),
+    a hard clamp there, would start the policy at log std -9 (std 1e-4): nearly deterministic, its proposals'
+    log densities so high that the logsumexp ignores them, and every early gradient step spent widening it."""
+    from omegaconf import OmegaConf
+
+    from rlrun.algos.cql import CQLAgent
+
+    cfg = OmegaConf.to_object(compose(["algo=cql", "env=pendulum", "data=minari", "data.id=x-v0",
+                                       "stop.gradient_steps=1"]).algo)
+    agent = CQLAgent(cfg).build(obs=gym.make("Pendulum-v1").observation_space,
+                                actions=gym.make("Pendulum-v1").action_space)
+    with torch.no_grad():
+        agent.actor.head.log_std.weight.zero_()
+        agent.actor.head.log_std.bias.zero_()
+        _, log_std = agent.actor(torch.zeros(4, 3))
+    assert torch.equal(log_std, torch.full((4, 1), -1.5))
+
+
 def test_bc_losses_by_hand():
     """Cross-entropy of logits [0, ln 3] at action 1: -ln(3/4). Squared error of [[0.5, -0.5]] to [[1, 1]]:
     (0.25 + 2.25) / 2."""
