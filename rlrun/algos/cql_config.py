@@ -45,6 +45,9 @@ class CQLConfig(Declared):
     Default: paper Appendix F, CORL cql_n_actions."""
     cql_temperature: float = key(1.0, "(0, inf)")
     """Temperature of the logsumexp. Default: CORL cql_temp."""
+    reward_scale: Optional[float] = key(1.0, "(0, inf)")
+    """Factor on the dataset's rewards; null: 1000 / (max - min episode return) of the dataset (IQL's normalisation),
+    recorded as data.reward_scale. Default: 1, the rewards as they are (CORL's normalize_reward false on MuJoCo)."""
     batch_size: int = key(256, "[1, inf)")
     """Transitions per gradient step, drawn uniformly from the dataset. Default: paper, CORL."""
     updates_per_iteration: int = key(100, "[1, inf)")
