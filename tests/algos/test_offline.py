@@ -302,8 +302,8 @@ def test_bc_clones_the_cartpole_expert_from_mixed_data(root: Path, tmp_path: Pat
     ("iql", ["algo.reward_scale=1", "algo.beta=0.5"]),
 ])  # CQL has none: its policy is greedy on Q, which 5,000 gradient steps leave far from the swing-up's horizon
 def test_learns_pendulum_from_mixed_data(root: Path, tmp_path: Path, algo: str, extra: list[str]):
-    """The dataset's behaviour is the swing-up expert with 30% random actions (its mean return about -500); each
-    learner's greedy policy swings up: a 5-episode mean above -400 (random actions: about -1200)."""
+    """The dataset's behaviour is the swing-up expert with 30% random actions (its episodes return -480 to -115);
+    each learner's greedy policy swings up: a 5-episode mean above -400 (random actions: about -1200)."""
     cfg = compose(offline(root, algo, "pendulum", "pendulum/mixed-v0", "stop.gradient_steps=2000",
                           "algo.hidden_sizes=[64,64]", *extra))
     run_experiment(cfg, tmp_path / "run")
