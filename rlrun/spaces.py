@@ -11,23 +11,38 @@ networks and memories handle nests without hand-written splitting.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
-import torch
 from gymnasium import spaces as gs
 
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where a function needs it: the env factories import this module, and an env copy in a
+# subprocess of its own (executor.vector_mode=async or pipelined: spawned) would otherwise import torch only to step
+# a gymnasium env.
+
 Space = gs.Space
+MASK_KEY = "action_mask"
+"""The leaf of a Dict observation that carries the legal actions (1 = legal, as PettingZoo's classic games give it):
+rlrun/ops/action_mask.py masks the actions with it, rlrun/envs/action_masks.py moves an ``info`` mask into it."""
 Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple = (
     gs.Box, gs.Discrete, gs.MultiDiscrete, gs.MultiBinary, gs.Dict, gs.Tuple,
 )
 
-_TORCH_DTYPES = {
-    np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64, np.dtype(np.float16): torch.float16,
-    np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8, np.dtype(np.int16): torch.int16,
-    np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool,
-}
+
+@functools.cache
+def _torch_dtypes() -> dict[np.dtype, torch.dtype]:
+    import torch
+
+    return {
+        np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64, np.dtype(np.float16): torch.float16,
+        np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8, np.dtype(np.int16): torch.int16,
+        np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool,
+    }
 
 
 class SpaceError(ValueError):
@@ -50,8 +65,8 @@ def shape(space: Space) -> tuple[int, ...]:
 def dtype(space: Space) -> torch.dtype:
     """The torch dtype values of a leaf space have (Discrete: int64)."""
     if isinstance(space, gs.Discrete):
-        return torch.int64
-    return _TORCH_DTYPES[np.dtype(space.dtype)]
+        return _torch_dtypes()[np.dtype(np.int64)]
+    return _torch_dtypes()[np.dtype(space.dtype)]
 
 
 def flat_dim(space: Space) -> int:
@@ -142,6 +157,7 @@ def sample(space: Space, batch_shape: Iterable[int] = (), seed: int | np.random.
 
 def to_torch(space: Space, value: Any, device: torch.device | str | None = None) -> Any:
     """Convert a (nested) numpy value to torch tensors of the space's dtypes, on ``device``."""
+    import torch
 
     def conv(sp: Space, v: Any) -> torch.Tensor:
         t = v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v))
@@ -152,6 +168,8 @@ def to_torch(space: Space, value: Any, device: torch.device | str | None = None)
 
 def check(space: Space, value: Any, batch_ranks: int = 1, where: str = "value") -> None:
     """Raise SpaceError naming ``where`` unless ``value`` fits ``space`` with ``batch_ranks`` leading ranks."""
+    import torch
+
     leaves = flatten_space(space)
     for key, v in flatten(space, value).items():
         sp = leaves[key]
@@ -161,7 +179,7 @@ def check(space: Space, value: Any, batch_ranks: int = 1, where: str = "value") 
         if len(got_shape) != batch_ranks + len(want) or got_shape[batch_ranks:] != want:
             raise SpaceError(f"{name} has shape {got_shape}, expected {batch_ranks} batch rank(s) + {want} "
                              f"for {sp}")
-        got_dtype = v.dtype if isinstance(v, torch.Tensor) else _TORCH_DTYPES.get(np.dtype(v.dtype))
+        got_dtype = v.dtype if isinstance(v, torch.Tensor) else _torch_dtypes().get(np.dtype(v.dtype))
         if got_dtype != dtype(sp):
             raise SpaceError(f"{name} has dtype {got_dtype}, expected {dtype(sp)} for {sp}")
 

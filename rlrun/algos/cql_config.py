@@ -45,6 +45,9 @@ class CQLConfig(Declared):
     Default: paper Appendix F, CORL cql_n_actions."""
     cql_temperature: float = key(1.0, "(0, inf)")
     """Temperature of the logsumexp. Default: CORL cql_temp."""
+    reward_scale: Optional[float] = key(1.0, "(0, inf)")
+    """Factor on the dataset's rewards; null: 1000 / (max - min episode return) of the dataset (IQL's normalisation),
+    recorded as data.reward_scale. Default: 1, the rewards as they are (CORL's normalize_reward false on MuJoCo)."""
     batch_size: int = key(256, "[1, inf)")
     """Transitions per gradient step, drawn uniformly from the dataset. Default: paper, CORL."""
     updates_per_iteration: int = key(100, "[1, inf)")
@@ -60,9 +63,12 @@ class CQLConfig(Declared):
     """SAC's temperature at the start (the fixed one when learn_alpha is false). Default: CORL (log alpha 0)."""
     target_entropy: Optional[float] = key(None, "any")
     """Entropy target, in nats of the [-1, 1]-normalised action; null: -|A|. Default: CORL."""
-    log_std_min: float = key(-20.0, "any")
-    """Lower bound of the policy's log standard deviation. Default: CORL's TanhGaussianPolicy (log_std_min -20)."""
+    log_std_min: float = key(-5.0, "any")
+    """Lower bound of the policy's log standard deviation. The head maps its output smoothly into the bounds
+    (rlrun/components/squashed_gaussian.py), so a fresh policy's log std is their midpoint: -1.5 here, about CORL's
+    policy at its start (log std offset -1; CORL's -20 is a hard clamp that a smooth map would turn into a start at
+    -9, a nearly deterministic policy). Default: SAC's (CleanRL)."""
     log_std_max: float = key(2.0, "any")
-    """Upper bound of the policy's log standard deviation. Default: CORL (log_std_max 2)."""
+    """Upper bound of the policy's log standard deviation. Default: CORL and SAC's (2)."""
     max_grad_norm: Optional[float] = key(None, "(0, inf)")
     """Global gradient-norm clip of each update; null disables. Default: none (paper, CORL)."""

@@ -5,7 +5,7 @@ heavy imports: the CLI loads every schema at start-up."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from rlrun.schema import Declared, key
 
@@ -42,6 +42,11 @@ class IQLConfig(Declared):
     Default: paper Appendix B, MuJoCo locomotion (tau = 0.7)."""
     beta: float = key(3.0, "[0, inf)")
     """Inverse temperature of the advantage weights exp(beta (Q - V)). Default: paper Appendix B, MuJoCo (3.0)."""
+    reward_scale: Optional[float] = key(None, "(0, inf)")
+    """Factor on the dataset's rewards; null: 1000 / (max - min episode return) of the dataset, computed when the run
+    starts, recorded as data.reward_scale (MLflow, summary.json) and kept in checkpoints. beta is relative to the
+    rewards' scale: the paper's beta = 3 assumes this normalisation. Default: the paper's D4RL MuJoCo setting (the
+    reference train_offline.py's normalize)."""
     max_weight: float = key(100.0, "(0, inf)")
     """Upper clip of the advantage weights. Default: paper's implementation and CORL (EXP_ADV_MAX = 100)."""
     batch_size: int = key(256, "[1, inf)")

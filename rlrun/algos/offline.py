@@ -3,7 +3,8 @@ workers, and the batch an agent learns on.
 
 The plan: each ``training_step()`` takes ``updates_per_iteration`` gradient steps, each on ``batch_size``
 transitions drawn uniformly from the dataset (``rlrun/execution/dataset.py``; the draws come from a generator the
-plan checkpoints, so a resumed run draws what an uninterrupted one would). It takes no env steps: the run's budget
+plan checkpoints, so a resumed run draws what an uninterrupted one would), their rewards times the algorithm's
+``reward_scale`` (fixed when the run starts, checkpointed too). It takes no env steps: the run's budget
 is ``stop.gradient_steps``, and the policy is evaluated on the env with ``rlrun eval <run dir>``. Built without a
 dataset (``rlrun eval``, ``rlrun export``), the plan is its agent alone.
 """
@@ -53,6 +54,12 @@ class OfflinePlan(Algorithm):
         self.timer = executor.timer
         self.generator = torch.Generator().manual_seed(seed)  # the dataset's draws (checkpointed)
         self.gradient_steps = 0
+        # the factor on the dataset's rewards (null: from the dataset's returns; BC reads no rewards and has no
+        # key), fixed at the start and checkpointed, so a resumed run scales as its first part did
+        scale = getattr(cfg, "reward_scale", 1.0)
+        if scale is None:
+            scale = data.return_range_scale() if data is not None else 1.0  # no data: rlrun eval, nothing learnt
+        self.reward_scale = float(scale)
 
     def training_step(self) -> IterationResult:
         if self.data is None:
@@ -60,8 +67,7 @@ class OfflinePlan(Algorithm):
         infos = []
         with self.timer("learn"):
             for _ in range(self.cfg.updates_per_iteration):
-                batch = self.data.sample(self.cfg.batch_size, self.generator, self.device)
-                infos.append(self.agent.update(self.agent.learning_batch(batch)))
+                infos.append(self.agent.update(self.agent.learning_batch(self.sample())))
         self.gradient_steps += len(infos)
         result = IterationResult()
         for key in dict.fromkeys(k for info in infos for k in info):
@@ -70,11 +76,19 @@ class OfflinePlan(Algorithm):
         result.metrics[GRADIENT_STEPS] = self.gradient_steps
         return result
 
+    def sample(self) -> dict[str, torch.Tensor]:
+        """``batch_size`` transitions of the dataset (the plan's generator draws them), rewards times
+        ``reward_scale``."""
+        batch = self.data.sample(self.cfg.batch_size, self.generator, self.device)
+        batch["reward"] = batch["reward"] * self.reward_scale
+        return batch
+
     def state_dict(self) -> dict[str, Any]:
         return {"agent": self.agent.state_dict(), "gradient_steps": self.gradient_steps,
-                "generator": self.generator.get_state()}
+                "generator": self.generator.get_state(), "reward_scale": self.reward_scale}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.agent.load_state_dict(state["agent"])
         self.gradient_steps = int(state["gradient_steps"])
         self.generator.set_state(state["generator"])
+        self.reward_scale = float(state.get("reward_scale", self.reward_scale))

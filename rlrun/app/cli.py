@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Sequence
+from typing import Any, Sequence
 
 from rlrun.redact import redact_log_records
 from rlrun.reporting import report_and_exit, request_tracebacks, tracebacks_requested, wants_traceback
@@ -192,6 +192,15 @@ def check_writable(key: str, folder: str) -> None:
                 pass
 
 
+def check_dataset(cfg: Any) -> None:
+    """An offline run's dataset exists and its spaces are the env's: checked here, before the run directory is made
+    (a ConfigError otherwise; the run reads the episodes later)."""
+    from rlrun.execution.dataset import open_minari
+    from rlrun.registry import registry
+
+    open_minari(cfg.data, registry.build("env", cfg.env.name, cfg.env).spec)
+
+
 class ValidateConfig:
     """Hydra callback: validate the composed config before a run starts, so that a bad one makes no run directory
     (the only validation of a single run; a sweep's jobs are validated each with its own values).
@@ -209,6 +218,8 @@ class ValidateConfig:
         try:
             with open_dict(cfg):
                 validate(cfg)
+            if cfg.get("data") is not None:
+                check_dataset(cfg)
             if cfg.executor.name == "ray":
                 # lazily: it imports ray. An unreachable cluster, one of other Ray/Python versions, or one without
                 # the CPUs asked for is bad input, said before the run directory exists: a run joining a cluster

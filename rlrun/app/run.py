@@ -457,7 +457,7 @@ class Run:
                                                     else cfg.stop.env_steps)
             self.logger.log_params(flatten_config(cfg))
             if self.data is not None:  # where the dataset came from (rlrun collect's provenance)
-                self.logger.log_params(dataset_params(self.data))
+                self.logger.log_params(self._data_params())
         except BaseException:
             self.algo.stop()
             raise
@@ -471,6 +471,10 @@ class Run:
         self.schedule = CheckpointSchedule(cfg.checkpoint, self.loop.step)
 
     # ------------------------------------------------------------------ training
+
+    def _data_params(self) -> dict[str, Any]:
+        """An offline run's dataset as params: its provenance and size, and the factor its rewards are learnt at."""
+        return {**dataset_params(self.data), "data.reward_scale": getattr(self.algo, "reward_scale", 1.0)}
 
     def train(self) -> tuple[str | None, str, BaseException | None]:
         """Call the plan until a stop condition, an interrupt or an error: ``(stop_reason, status, error)``, with
@@ -644,7 +648,7 @@ class Run:
                 **_eval_summary(self.evaluator, self.run_dir),
                 **(self.algo.summary() if hasattr(self.algo, "summary") else {}),  # multi-agent: policy_return_mean
                 **({"data": {"id": str(cfg.data.id), **{k.removeprefix("data."): v
-                                                           for k, v in dataset_params(self.data).items()}}}
+                                                           for k, v in self._data_params().items()}}}
                    if self.data is not None else {}),
             }
             try:

@@ -15,7 +15,7 @@ import numpy as np
 
 from rlrun import spaces as sp
 from rlrun.errors import ConfigError
-from rlrun.ops.action_mask import MASK_KEY
+from rlrun.spaces import MASK_KEY
 
 OBSERVATION_KEY = "observation"
 """The key of the env's own observation beside the mask (PettingZoo's classic games use the same two keys)."""

@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlrun import spaces as sp
-from rlrun.ops.action_mask import MASK_KEY
+from rlrun.spaces import MASK_KEY
 
 AGENT, OPPONENT = "player_1", "player_2"
 MASK_PLACES = ("observation", "info")

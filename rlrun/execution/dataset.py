@@ -89,6 +89,18 @@ class TransitionDataset:
         return cls(**{k: np.concatenate(v) for k, v in parts.items()}, episode_returns=returns,
                    metadata=dict(metadata or {}))
 
+    def return_range_scale(self, span: float = 1000.0) -> float:
+        """``span / (max - min)`` of the episodes' returns: the factor that stretches the dataset's returns over
+        ``span`` (IQL's reward normalisation of D4RL's MuJoCo datasets, Kostrikov et al. 2021, ``normalize`` in the
+        reference ``train_offline.py``, whose beta = 3 assumes it). Episodes of equal returns leave it undefined:
+        a :class:`ConfigError` asking for a number instead."""
+        low, high = min(self.episode_returns), max(self.episode_returns)
+        if not high > low:
+            raise ConfigError(f"algo.reward_scale=null scales rewards by {span:g} / (max - min episode return), but "
+                              f"every episode of the dataset returns {high:g}; give a number "
+                              f"(algo.reward_scale=1 keeps the rewards as they are).")
+        return float(span / (high - low))
+
     def sample(self, batch_size: int, generator: torch.Generator, device: torch.device | str = "cpu") -> dict:
         """``batch_size`` transitions drawn uniformly with replacement (``generator`` draws the indices, so a plan
         that checkpoints it resumes the same draws), as torch tensors on ``device``."""
@@ -98,12 +110,20 @@ class TransitionDataset:
 
 
 def load_minari(data_cfg: Any, spec: Any) -> TransitionDataset:
-    """The dataset ``data.id`` under ``data.root``, checked against the env: its observation and action spaces must
-    be the env's (``spec``). A missing dataset or a mismatch is a :class:`ConfigError` (one line, exit 2)."""
+    """The dataset ``data.id`` under ``data.root`` as transitions, checked against the env (:func:`open_minari`)."""
+    with minari_root(data_cfg.get("root")):
+        dataset = open_minari(data_cfg, spec)
+        return TransitionDataset.from_episodes(dataset.iterate_episodes(), dict(dataset.storage.metadata))
+
+
+def open_minari(data_cfg: Any, spec: Any) -> Any:
+    """The Minari dataset ``data.id`` under ``data.root`` (its metadata read, its episodes not yet), checked against
+    the env: its observation and action spaces must be the env's (``spec``). A missing dataset or a mismatch is a
+    :class:`ConfigError` (one line, exit 2). The command line calls it before the run directory exists."""
     import minari
 
     with minari_root(data_cfg.get("root")) as root:
-        ids = sorted(minari.list_local_datasets())
+        ids = sorted(minari.list_local_datasets()) if root.is_dir() else []  # Minari would make the folder
         if data_cfg.id not in ids:
             have = ", ".join(ids[:10]) if ids else "none"
             raise ConfigError(f"data.id={data_cfg.id}: no such dataset under {root} (local datasets: {have}). "
@@ -119,7 +139,7 @@ def load_minari(data_cfg: Any, spec: Any) -> TransitionDataset:
                 raise ConfigError(f"data.id={data_cfg.id}: its {what} space {sp.describe(theirs)} is not env "
                                   f"{spec.id}'s {sp.describe(ours)}; choose the env the dataset was collected on "
                                   f"(its env spec: {_env_id(dataset)}).")
-        return TransitionDataset.from_episodes(dataset.iterate_episodes(), dict(dataset.storage.metadata))
+        return dataset
 
 
 def _env_id(dataset: Any) -> str:

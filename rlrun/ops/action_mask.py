@@ -11,8 +11,8 @@ import torch
 
 from rlrun import spaces as sp
 from rlrun.errors import ConfigError
+from rlrun.spaces import MASK_KEY
 
-MASK_KEY = "action_mask"
 MASKED = -1e9
 """The score of an illegal action: zero probability under a softmax (exp(-1e9) underflows to 0) and never the
 argmax, yet finite, so entropies, log-probabilities and TD targets stay free of inf and NaN."""

@@ -5,13 +5,14 @@ Pendulum-v1), rlrun eval on an offline run, and the exact resume of an offline r
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import assert_same
+from conftest import assert_same, run_rlrun
 
 from rlrun import checkpoint as ckpt
 from rlrun.algos.bc import bc_continuous_loss, bc_discrete_loss
@@ -142,6 +143,26 @@ def test_cql_regularizer_pushes_down_unseen_actions_and_up_the_data():
     assert float(q.grad.sum()) == pytest.approx(1.0)  # softmax weights
 
 
+def test_a_fresh_cql_policy_is_as_wide_as_corls():
+    """The head maps its output smoothly into [log_std_min, log_std_max], so a zero output is their midpoint: with
+    CQL's bounds (-5, 2), log std -1.5 (std 0.22), near CORL's fresh policy (log std -1). CORL's own bounds (-20, 2),
+    a hard clamp there, would start the policy at log std -9 (std 1e-4): nearly deterministic, its proposals'
+    log densities so high that the logsumexp ignores them, and every early gradient step spent widening it."""
+    from omegaconf import OmegaConf
+
+    from rlrun.algos.cql import CQLAgent
+
+    cfg = OmegaConf.to_object(compose(["algo=cql", "env=pendulum", "data=minari", "data.id=x-v0",
+                                       "stop.gradient_steps=1"]).algo)
+    agent = CQLAgent(cfg).build(obs=gym.make("Pendulum-v1").observation_space,
+                                actions=gym.make("Pendulum-v1").action_space)
+    with torch.no_grad():
+        agent.actor.head.log_std.weight.zero_()
+        agent.actor.head.log_std.bias.zero_()
+        _, log_std = agent.actor(torch.zeros(4, 3))
+    assert torch.equal(log_std, torch.full((4, 1), -1.5))
+
+
 def test_bc_losses_by_hand():
     """Cross-entropy of logits [0, ln 3] at action 1: -ln(3/4). Squared error of [[0.5, -0.5]] to [[1, 1]]:
     (0.25 + 2.25) / 2."""
@@ -169,6 +190,43 @@ def test_transitions_pair_each_observation_with_the_next_in_its_episode():
     b = data.sample(8, torch.Generator().manual_seed(3))
     assert all(torch.equal(a[k], b[k]) for k in a) and a["obs"].shape == (8, 1)
     assert torch.equal(a["next_obs"], a["obs"] + 1)  # every pair is consecutive
+
+
+def test_the_reward_scale_stretches_the_returns_over_1000(root: Path):
+    """Three episodes returning -100, -300 and -200: 1000 / (-100 - -300) = 5, by hand. The plan of IQL (reward_scale
+    null) learns on rewards times 5; CQL's default (1) and a number keep theirs; equal returns are refused."""
+    from rlrun.registry import registry
+
+    class Episode:
+        def __init__(self, rewards: list[float]) -> None:
+            self.observations = np.zeros((len(rewards) + 1, 3), np.float32)
+            self.actions = np.zeros((len(rewards), 1), np.float32)
+            self.rewards, self.terminations = np.asarray(rewards), np.zeros(len(rewards), bool)
+
+    data = TransitionDataset.from_episodes([Episode([-50.0, -50.0]), Episode([-300.0]), Episode([-120.0, -80.0])])
+    assert data.return_range_scale() == pytest.approx(5.0)
+    with pytest.raises(ConfigError, match="every episode of the dataset returns -100; give a number"):
+        TransitionDataset.from_episodes([Episode([-100.0]), Episode([-60.0, -40.0])]).return_range_scale()
+
+    def learnt_rewards(algo: str, *extra: str) -> tuple[float, list[float]]:
+        """The plan's reward scale and the distinct rewards of a batch it learns on."""
+        from omegaconf import OmegaConf
+
+        from rlrun.algos.base import build_plan
+
+        cfg = compose(offline(root, algo, "pendulum", "x-v0", "stop.gradient_steps=1", "algo.hidden_sizes=[8]",
+                              "algo.batch_size=64", *extra))
+        factory = registry.build("env", cfg.env.name, cfg.env)
+        executor = registry.build("executor", cfg.executor.name, cfg.executor, factory, 0)
+        try:
+            plan = build_plan(OmegaConf.to_object(cfg.algo), factory, executor, torch.device("cpu"), 0, data=data)
+            return plan.reward_scale, sorted(plan.sample()["reward"].unique().tolist())
+        finally:
+            executor.stop()
+
+    assert learnt_rewards("iql") == (5.0, [-1500.0, -600.0, -400.0, -250.0])
+    assert learnt_rewards("cql") == (1.0, [-300.0, -120.0, -80.0, -50.0])
+    assert learnt_rewards("iql", "algo.reward_scale=0.5") == (0.5, [-150.0, -60.0, -40.0, -25.0])
 
 
 def test_a_dataset_is_read_against_the_env(root: Path):
@@ -200,6 +258,26 @@ def test_bad_offline_configs_are_refused_in_one_line(overrides, message):
         compose(overrides)
 
 
+@pytest.mark.parametrize("env, dataset, data_root, message", [
+    ("cartpole", "pendulum/mixed-v0", None, r"data.id=pendulum/mixed-v0: its observation space Box\(3,\) .* is not "
+                                            r"env CartPole-v1's"),
+    ("pendulum", "pendulum/none-v0", None, "data.id=pendulum/none-v0: no such dataset under"),
+    ("pendulum", "pendulum/mixed-v0", "datasets", "data.id=pendulum/mixed-v0: no such dataset under .*datasets "
+                                                  r"\(local datasets: none\)"),
+])
+def test_a_bad_dataset_is_refused_before_the_run_directory_exists(root: Path, workdir: Path, env: str,
+                                                                     dataset: str, data_root: str | None,
+                                                                     message: str):
+    """Through the command line: one line on stderr, exit 2, and nothing written in the working directory (no empty
+    run directory; a data.root that does not exist is not made)."""
+    proc = run_rlrun([*offline(root, "bc", env, dataset, "stop.gradient_steps=1"),
+                      *([f"data.root={data_root}"] if data_root else [])], workdir)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.search(message, lines[0]), proc.stderr
+    assert list(workdir.iterdir()) == []
+
+
 # ---------------------------------------------------------------------------------------------------- learning
 
 
@@ -217,11 +295,15 @@ def test_bc_clones_the_cartpole_expert_from_mixed_data(root: Path, tmp_path: Pat
 
 @pytest.mark.parametrize("algo, extra", [
     ("bc", ["algo.lr=1e-3"]),
-    ("iql", ["algo.beta=0.5"]),  # Pendulum's rewards (per step -16..0) make the paper's beta = 3 too sharp
-])  # CQL has no learning test yet: in 5,000 gradient steps on this dataset it did not learn the swing-up
+    # Pendulum's mixed returns span about 360, so IQL's default normalisation (reward_scale null) multiplies rewards
+    # by 2.7 and sharpens the weights; within 2,000 gradient steps the target critics have made about ten backups
+    # (tau 0.005), too few to see the swing-up's delayed gain, and sharp weights then prefer myopic actions. Mild
+    # weights on the raw rewards keep the policy near the data's mostly expert actions.
+    ("iql", ["algo.reward_scale=1", "algo.beta=0.5"]),
+])  # CQL has none: its policy is greedy on Q, which 5,000 gradient steps leave far from the swing-up's horizon
 def test_learns_pendulum_from_mixed_data(root: Path, tmp_path: Path, algo: str, extra: list[str]):
-    """The dataset's behaviour is the swing-up expert with 30% random actions (its mean return about -500); each
-    learner's greedy policy swings up: a 5-episode mean above -400 (random actions: about -1200)."""
+    """The dataset's behaviour is the swing-up expert with 30% random actions (its episodes return -480 to -115);
+    each learner's greedy policy swings up: a 5-episode mean above -400 (random actions: about -1200)."""
     cfg = compose(offline(root, algo, "pendulum", "pendulum/mixed-v0", "stop.gradient_steps=2000",
                           "algo.hidden_sizes=[64,64]", *extra))
     run_experiment(cfg, tmp_path / "run")
@@ -246,5 +328,17 @@ def test_an_offline_run_resumes_exactly(root: Path, tmp_path: Path):
     a = ckpt.load_checkpoint(ckpt.checkpoint_path(tmp_path / "straight"))
     b = ckpt.load_checkpoint(ckpt.checkpoint_path(tmp_path / "resumed"))
     assert a["algo"]["gradient_steps"] == 400
+    # IQL's reward scale (null: from the dataset's returns) is recorded and kept across the resume
+    scale = TransitionDataset.from_episodes(_episodes(root, "pendulum/mixed-v0")).return_range_scale()
+    assert first["data"]["reward_scale"] == summary["data"]["reward_scale"] == b["algo"]["reward_scale"] == scale
     assert_same(a["algo"], b["algo"], "algo")
     assert_same(a["rng"], b["rng"], "rng")
+
+
+def _episodes(root: Path, dataset_id: str) -> list:
+    import minari
+
+    from rlrun.execution.dataset import minari_root
+
+    with minari_root(str(root)):
+        return list(minari.load_dataset(dataset_id).iterate_episodes())

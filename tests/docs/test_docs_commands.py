@@ -10,11 +10,12 @@ How a command runs: in a fresh working directory, with a tiny budget (``stop.env
 plan; a search gets ``hydra.sweeper.n_trials=2`` of 300 env steps, so episodes end and trials have returns)
 replacing the command's own ``stop.*`` keys; IMPALA and APPO also get ``algo.batch_size=2`` unless the command sets
 it (their first training step is a learner batch: 32 unrolls, 1,600 Pong steps and an IMPALA ResNet update, ~30 s
-of a Ray command that the others wait for). Paths that stand for a run the reader made earlier (an argument or
-``resume=`` value starting with ``outputs/``, ``<run dir>`` or ``RUN_DIR``) are replaced by a real one, made once
-per session by a tiny DQN run; ``multirun/...`` by a tiny sweep's directory. Commands that only print (``--help``,
-``--cfg``, ``--info``, ``rlrun keys``) and those that read a run (``eval``, ``export``, ``collect``, ...) run as
-written.
+of a Ray command that the others wait for), and PPO, TRPO and PQN ``algo.rollout_steps=16`` (their first training
+step is a whole rollout and its update: a preset's 1,024 Pong steps or 2,048 Hopper steps and their epochs). Paths
+that stand for a run the reader made earlier (an argument or ``resume=`` value starting with ``outputs/``, ``<run
+dir>`` or ``RUN_DIR``) are replaced by a real one, made once per session by a tiny DQN run; ``multirun/...`` by a
+tiny sweep's directory. Commands that only print (``--help``, ``--cfg``, ``--info``, ``rlrun keys``) and those that
+read a run (``eval``, ``export``, ``collect``, ...) run as written.
 Each runs as its console script would, in a child forked from a process that has already imported rlrun's stack
 (``cli_fork_server.py``: the same ``main`` with the same ``sys.argv``, stdin, working directory and exit status,
 without a fresh interpreter's imports). A command passes when it exits 0 (``# exits 2`` at the end of the line:
@@ -48,6 +49,11 @@ ILLUSTRATIVE = re.compile(r"^<!--\s*illustrative:\s*(.+?)\s*-->$")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
 PRINT_ONLY = ("--help", "-h", "--cfg", "--info", "--hydra-help")
 TINY = ["stop.env_steps=1"]
+# The algorithms whose first training step is a whole rollout and its epochs of updates, of presets' lengths (PPO on
+# Atari: 1,024 Pong steps and 16 Nature-CNN minibatch steps; PPO on MuJoCo: 2,048 steps and 320 minibatch steps):
+# a command of theirs runs with rollouts this long unless it sets its own.
+ON_POLICY_LONG_ROLLOUTS = ("algo=ppo", "algo=trpo", "algo=pqn")
+TINY_ROLLOUT = 16
 
 
 @dataclass(frozen=True)
@@ -173,7 +179,22 @@ def _budgeted(words: list[str]) -> list[str]:
     if any(w in ("algo=impala", "algo=appo") for w in words) and not any(w.startswith("algo.batch_size=")
                                                                         for w in words):
         extra.append("algo.batch_size=2")
+    if any(w in ON_POLICY_LONG_ROLLOUTS for w in words) and not any(w.startswith("algo.rollout_steps=")
+                                                                     for w in words):
+        extra.append(f"algo.rollout_steps={TINY_ROLLOUT}")
     return kept + extra
+
+
+@pytest.mark.parametrize("words, budgeted", [
+    (["rlrun", "algo=ppo", "env=pong", "stop.env_steps=10000000"],
+     ["rlrun", "algo=ppo", "env=pong", "stop.env_steps=1", "algo.rollout_steps=16"]),
+    (["rlrun", "algo=trpo", "algo.rollout_steps=64"], ["rlrun", "algo=trpo", "algo.rollout_steps=64",
+                                                       "stop.env_steps=1"]),  # its own length is kept
+    (["rlrun", "algo=dqn", "env=pong"], ["rlrun", "algo=dqn", "env=pong", "stop.env_steps=1"]),
+    (["rlrun", "algo=appo", "env=pong"], ["rlrun", "algo=appo", "env=pong", "stop.env_steps=1", "algo.batch_size=2"]),
+])
+def test_a_command_runs_with_a_tiny_budget_of_its_own_kind(words: list[str], budgeted: list[str]) -> None:
+    assert _budgeted(words) == budgeted
 
 
 SHELL = [s for s in RUNNABLE if s.kind == "shell"]

@@ -111,3 +111,15 @@ def test_lunar_lander_runs_with_the_box2d_extra() -> None:
     env = f.make()
     env.reset(seed=0)
     assert env.step(0)[0].shape == (8,)
+
+
+def test_an_env_copy_in_a_subprocess_of_its_own_does_not_import_torch() -> None:
+    """executor.vector_mode=async and pipelined spawn a process per env copy, which imports the env factories'
+    modules to unpickle its copy's maker: they step gymnasium envs and must not pay torch's import (seconds each)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, rlrun.envs.gym_env, rlrun.envs.atari, rlrun.envs.mujoco_env, rlrun.envs.minatar_env, "
+             "rlrun.envs.registered; print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
