@@ -53,6 +53,8 @@ class Policy(Protocol):
 # Optional policy hooks a worker calls when the policy defines them (a plain function attribute lookup, once):
 #   reset_episodes(done: np.ndarray[bool, B]) -> None: after every env step, the env copies whose episode ended (a
 #       recurrent policy zeroes their state; their next observation starts a new episode).
+#   acting_state() -> state, set_acting_state(state) -> None: the per-copy recurrent state, in the worker's
+#       get_state()/set_state() so that a checkpoint holds it where the worker is remote.
 #   postprocess_batch(batch: SampleBatch) -> SampleBatch: once per sample(), in the worker's process, with the
 #       worker's acting random stream and autograd enabled (RLlib's postprocess_trajectory): Ape-X actors compute
 #       initial priorities here, A3C workers their gradients (into ``SampleBatch.info``).
@@ -400,9 +402,12 @@ class RolloutWorker:
     def get_state(self) -> dict[str, Any]:
         """The worker's state between samples as plain data (rlrun.plain_data; a checkpoint holds it): current
         observations, episode accumulators and every env copy's state (rlrun.envs.env_state; None for async
-        copies, which live in subprocesses). The acting random stream is ``rng_state``, kept by the executor."""
+        copies, which live in subprocesses), and a recurrent policy's per-copy state (its ``acting_state`` hook: the
+        env copies' memories, which on a remote worker live nowhere else). The acting random stream is
+        ``rng_state``, kept by the executor."""
+        acting = _hook(self.policy, "acting_state")
         return {"obs": encode(self.obs), "returns": encode(self._returns), "lengths": encode(self._lengths),
-                "envs": vector_env_state(self.envs)}
+                "envs": vector_env_state(self.envs), "acting": None if acting is None else acting()}
 
     def set_state(self, state: dict[str, Any]) -> bool:
         """Restore :meth:`get_state`'s result; returns False (and leaves the freshly reset env copies as they are)
@@ -412,6 +417,9 @@ class RolloutWorker:
         set_vector_env_state(self.envs, state["envs"])
         self.obs, self._returns = decode(state["obs"]), decode(state["returns"])
         self._lengths = decode(state["lengths"])
+        set_acting = _hook(self.policy, "set_acting_state")
+        if set_acting is not None and state.get("acting") is not None:  # where the copies' episodes stand
+            set_acting(state["acting"])
         return True
 
     def close(self) -> None:

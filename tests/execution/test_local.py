@@ -239,3 +239,30 @@ def test_worker_side_policy_hooks() -> None:
     assert int(batch.info["rows"]) == 80 and batch.postprocess_seconds > 0
     assert ex.metrics()["time/postprocess_s"] > 0
     ex.stop()
+
+
+def test_a_worker_state_carries_a_recurrent_policys_memories() -> None:
+    """A worker whose policy keeps a state per env copy (recurrent PPO) puts it in ``get_state()``: on a remote
+    worker the checkpoint has it from nowhere else. A second worker restored from that state acts as the first
+    does from there on (same memories, same env copies, same acting stream)."""
+    from rlrun.agent import make_agent
+
+    def worker() -> tuple[RolloutWorker, object]:
+        env = cartpole()
+        agent = make_agent("ppo", env.spec.observation_space, env.spec.action_space, seed=0, recurrent="lstm",
+                           recurrent_size=8, hidden_sizes=[8]).component
+        return RolloutWorker(env, agent, num_envs=2, seed=5), agent
+
+    first, first_agent = worker()
+    first.sample(20)
+    state, rng = first.get_state(), first.rng_state
+    assert state["acting"] is not None and float(state["acting"][0].abs().max()) > 0
+    second, second_agent = worker()
+    second.sample(3)  # other memories and env states, then overwritten
+    assert second.set_state(state)
+    second.rng_state = rng
+    torch.testing.assert_close(second_agent.acting_state(), first_agent.acting_state(), rtol=0, atol=0)
+    a, b = first.sample(30), second.sample(30)
+    assert torch.equal(torch.as_tensor(a.actions), torch.as_tensor(b.actions))
+    first.close()
+    second.close()
