@@ -318,9 +318,6 @@ class ApeX(ThreadedLearner, Algorithm):
                 "gradient_steps": self.gradient_steps, "update_budget": self.update_budget,
                 "since_sync": list(self.since_sync), "batches_issued": self.batches_issued}
 
-    def _synced_after_load(self) -> None:
-        self.workers.sync_weights()  # the restored learner's weights, before the next rollout
-
     def _load(self, state: dict[str, Any]) -> None:
         self.batches_issued = int(state.get("batches_issued", 0))
         self.agent.load_state_dict(state["agent"])

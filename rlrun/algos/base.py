@@ -229,7 +229,7 @@ class ThreadedLearner:
     """What a plan with an optional learner thread (``self.learner``: a ``LearnerThread`` or None) shares: the
     weights it last published for workers (``self.published``), its state taken and restored between two updates,
     a consistent acting copy, and the thread stopped with the plan. The plan defines ``_state()`` / ``_load()``;
-    ``_synced_after_load()`` sends the restored weights to the workers in sync mode (default: nothing to do)."""
+    ``_synced_after_load()`` sends the restored weights to the workers in sync mode."""
 
     learner: Any = None
     last_update_metrics: dict[str, float] = {}  # replaced, never changed in place (see _report_latest_update)
@@ -263,7 +263,7 @@ class ThreadedLearner:
         self.workers.sync_weights(self.published)
 
     def _synced_after_load(self) -> None:
-        pass
+        self.workers.sync_weights()  # the restored weights, before the next rollout of a remote worker
 
     def acting_policy(self) -> Any:
         """The learner's agent; with a learner thread a copy with the last published weights (the agent may be

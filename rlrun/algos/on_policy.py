@@ -412,3 +412,4 @@ class OnPolicyPlan(ActorCriticPlan):
         self.gradient_steps = int(state["gradient_steps"])
         if self.agent.recurrent:
             self.agent.set_acting_state(state.get("acting_state"))
+        self.workers.sync_weights()  # remote workers' policies hold their initial weights until told otherwise

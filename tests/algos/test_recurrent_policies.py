@@ -103,11 +103,17 @@ def test_ppo_minibatches_keep_every_env_copys_sequence_whole(monkeypatch):
     assert len({tuple(s) for s in seen}) > 2  # shuffled between epochs
 
 
-@pytest.mark.parametrize("algo_name", ["ppo", "a2c"])
-def test_stop_then_resume_equals_an_uninterrupted_run(algo_name, tmp_path: Path):
+@pytest.mark.parametrize("algo_name, executor", [
+    ("ppo", []),
+    ("a2c", []),
+    ("ppo", ["executor=ray", "executor.num_workers=1", "executor.num_envs_per_worker=2", "executor.num_cpus=2"]),
+], ids=["ppo", "a2c", "ppo-ray"])
+def test_stop_then_resume_equals_an_uninterrupted_run(algo_name, executor, tmp_path: Path):
     """Train 2N env steps; train N, stop, resume to 2N: the same parameters, optimizer state, acting state (the env
-    copies' memories at the stop) and env state, bitwise."""
-    common = [f"algo={algo_name}", "algo.recurrent=lstm", *SMALL, "executor.num_envs=2", "algo.rollout_steps=16",
+    copies' memories at the stop) and env state, bitwise. On Ray the memories live in the remote worker's state, and
+    the worker acts after the resume with the restored weights, not the ones it was built with."""
+    copies = [] if executor else ["executor.num_envs=2"]
+    common = [f"algo={algo_name}", "algo.recurrent=lstm", *SMALL, *copies, *executor, "algo.rollout_steps=16",
               "export.formats=[]", "env=cartpole_novel", "algo.total_env_steps=1000"]
     if algo_name == "ppo":
         common.append("algo.minibatch_size=16")  # one env copy's sequence per gradient step
@@ -116,13 +122,19 @@ def test_stop_then_resume_equals_an_uninterrupted_run(algo_name, tmp_path: Path)
     run_experiment(compose([*common, f"stop.env_steps={2 * n}"]), reference)
     run_dir = tmp_path / "run"
     run_experiment(compose([*common, f"stop.env_steps={n}"]), run_dir)
-    assert ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))["algo"]["acting_state"] is not None
+    stopped = ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))
+    held = stopped["executor"]["worker_sets"][0][0]["acting"] if executor else stopped["algo"]["acting_state"]
+    assert held is not None and float(held[0].abs().max()) > 0
     overrides = [f"resume={run_dir}", f"stop.env_steps={2 * n}"]
     run_experiment(compose(overrides), tmp_path / "unused", overrides=overrides)
     a = ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))
     b = ckpt.load_checkpoint(ckpt.checkpoint_path(reference))
     assert_same(a["algo"], b["algo"], "algo")
     assert_same(a["rng"], b["rng"], "rng")
+    if executor:  # the remote worker's memories, observations and episode counters (its spaces' unused generators
+        worker_a, worker_b = (c["executor"]["worker_sets"][0][0] for c in (a, b))  # are not compared)
+        for key in ("acting", "obs", "returns", "lengths"):
+            assert_same(worker_a[key], worker_b[key], key)
 
 
 def test_eval_and_export_carry_the_state(workdir: Path):
