@@ -153,8 +153,8 @@ def _free_space(folder: Path) -> str:
 @dataclass(frozen=True)
 class StopConditions:
     """``stop.*``, resolved once: the loop checks them after every ``training_step()``, which for a replay plan is
-    every env step, and reading an OmegaConf node parses its interpolation again on each access (a millisecond
-    here, more than the env step of a MuJoCo task)."""
+    every env step, and reading an OmegaConf node parses its interpolation again on each access, which costs more
+    than a MuJoCo env step."""
 
     env_steps: int | None = None
     gradient_steps: int | None = None
