@@ -13,6 +13,9 @@ Tasks (``--tasks``):
   (``--mujoco-env-steps``) at CleanRL's ``ppo_continuous_action.py`` settings (rlrun, SB3, CleanRL's script
   unchanged, TorchRL's example): wall time for the same work with each contender's final return beside it
   (benchmarks/peers/mujoco_task.py).
+- ``mujoco_td3`` (run when named): TD3 on HalfCheetah at CleanRL's ``td3_continuous_action.py`` settings, rlrun
+  against CleanRL's script unchanged: env steps/s while training, 15k env steps (``--td3-env-steps``) of which
+  5k are the random warm-up (benchmarks/peers/td3_task.py).
 
 Every contender runs as a child process with ``OMP_NUM_THREADS=1``, after one untimed warm-up start (its imports'
 bytecode written, as on a user's machine); seeds interleave with the order rotated each seed so machine noise hits
@@ -20,7 +23,7 @@ all alike; medians over seeds. A peer that cannot run here (its venv does not in
 is listed with the reason. Written as the usual JSON record plus ``.md`` (the table) and one ``.png`` bar chart per
 task beside it.
 
-    python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks pong_acting,pong_training,mujoco_ppo]
+    python -m benchmarks.peers [--quick] [--seeds 0,1,2] [--tasks pong_acting,pong_training,mujoco_ppo,mujoco_td3]
                                [--contenders rlrun,sb3,cleanrl,torchrl,sample_factory] [--budget-s 600]
 
 ``--quick`` (CI): seed 0, ``pong_acting`` only (15 s of acting per contender).
@@ -37,11 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import OUT_ENV, fingerprint, results_dir, write_result
-from benchmarks.peers import mujoco_task, pong_tasks
+from benchmarks.peers import mujoco_task, pong_tasks, td3_task
 from benchmarks.peers.venvs import PEERS, PeerUnavailable, ensure, version
 
-TASKS = (*pong_tasks.TASKS, mujoco_task.TASK)
-# Without --tasks: every task but mujoco_ppo (4 contenders x 3 seeds x ~20 min on 2 cores), which runs when named.
+TASKS = (*pong_tasks.TASKS, mujoco_task.TASK, td3_task.TASK)
+# Without --tasks: the Pong tasks; the MuJoCo tasks (minutes to hours of training per contender and seed) run when
+# named.
 DEFAULT_TASKS = tuple(pong_tasks.TASKS)
 QUICK_TASKS = ("pong_acting",)
 CONTENDERS = ("rlrun", "sb3", "cleanrl", "torchrl", "sample_factory")
@@ -67,6 +71,8 @@ def task_contenders(task: str) -> tuple[str, ...]:
     """The contenders that run ``task`` (the rest are told in its table why not)."""
     if task == mujoco_task.TASK:
         return mujoco_task.CONTENDERS
+    if task == td3_task.TASK:
+        return td3_task.CONTENDERS
     return pong_tasks.TASKS[task].contenders + pong_tasks.TASKS[task].extra
 
 
@@ -92,6 +98,11 @@ def markdown(figures: dict[str, Any], tasks: list[str], skipped: dict[str, str])
         others = [n for n in CONTENDERS if n not in mujoco_task.CONTENDERS]
         lines.append(f"\n{mujoco_task.TASK}: {', '.join(others)} is not a contender of this task "
                      f"(benchmarks/peers/mujoco_task.py says why).")
+    if td3_task.TASK in tasks:
+        lines += ([""] if lines else []) + td3_task.markdown_rows(_rows(figures, td3_task.TASK), figures)
+        others = [n for n in CONTENDERS if n not in td3_task.CONTENDERS]
+        lines.append(f"\n{td3_task.TASK}: {', '.join(others)} are not contenders of this task "
+                     f"(benchmarks/peers/td3_task.py says why).")
     for name, why in skipped.items():
         lines.append(f"\n- **{name}** did not run: {why}")
     return "\n".join(lines) + "\n"
@@ -107,8 +118,8 @@ def bar_charts(figures: dict[str, Any], tasks: list[str], stem: Path) -> list[Pa
         return []
     out = []
     for task in tasks:
-        key, label, title = (mujoco_task.CHART if task == mujoco_task.TASK else
-                             ("frames_per_s", "frames/s (median)", "frames/s, higher is better"))
+        key, label, title = {mujoco_task.TASK: mujoco_task.CHART, td3_task.TASK: td3_task.CHART}.get(
+            task, ("frames_per_s", "frames/s (median)", "frames/s, higher is better"))
         rows = {n: r for n, r in _rows(figures, task).items() if r.get(key)}
         if not rows:
             continue
@@ -156,10 +167,13 @@ def main(argv: list[str] | None = None) -> None:
                    help=f"seed 0, {' and '.join(QUICK_TASKS)} only, shorter runs (CI)")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--tasks", default=",".join(DEFAULT_TASKS),
-                   help=f"of {', '.join(TASKS)} (default: all but {mujoco_task.TASK}, which runs when named)")
+                   help=f"of {', '.join(TASKS)} (default: the Pong tasks; the MuJoCo tasks run when named)")
     p.add_argument("--mujoco-env-steps", type=int, default=None,
                    help=f"{mujoco_task.TASK}'s budget (default {mujoco_task.BUDGET_ENV_STEPS:,}; "
                         f"{mujoco_task.QUICK_BUDGET_ENV_STEPS:,} under --quick)")
+    p.add_argument("--td3-env-steps", type=int, default=None,
+                   help=f"{td3_task.TASK}'s budget (default {td3_task.BUDGET_ENV_STEPS:,}; "
+                        f"{td3_task.QUICK_BUDGET_ENV_STEPS:,} under --quick)")
     p.add_argument("--contenders", default=",".join(CONTENDERS))
     p.add_argument("--budget-s", type=float, default=600.0, help="wall-time cap of one run")
     args = p.parse_args(argv)
@@ -195,6 +209,11 @@ def main(argv: list[str] | None = None) -> None:
             budget = args.mujoco_env_steps or (mujoco_task.QUICK_BUDGET_ENV_STEPS if args.quick
                                                else mujoco_task.BUDGET_ENV_STEPS)
             figures.update(mujoco_task.run_task(pythons, versions, seeds, budget, env))
+            continue
+        if task == td3_task.TASK:
+            budget = args.td3_env_steps or (td3_task.QUICK_BUDGET_ENV_STEPS if args.quick
+                                            else td3_task.BUDGET_ENV_STEPS)
+            figures.update(td3_task.run_task(pythons, versions, seeds, budget, env))
             continue
         t = pong_tasks.TASKS[task]
         figures.update(pong_tasks.run_task(t, pythons, versions, seeds, t.quick_seconds if args.quick else t.seconds,

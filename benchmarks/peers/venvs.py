@@ -48,13 +48,18 @@ PEERS: dict[str, Peer] = {p.name: p for p in (
                  "mujoco==4.0.0"),
          "stable-baselines3"),
     # CleanRL's pyproject pins gymnasium 0.29.1 (numpy 1). Its mujoco extra (mujoco<=2.3.3, imageio>=2.14.1,<3;
-    # gymnasium 0.29.1 wants mujoco>=2.3.3) for the mujoco_ppo task: ppo_continuous_action.py on HalfCheetah-v4
-    # (gymnasium 0.29 has no v5 tasks).
+    # gymnasium 0.29.1 wants mujoco>=2.3.3) for the mujoco_ppo and mujoco_td3 tasks: ppo_continuous_action.py and
+    # td3_continuous_action.py on HalfCheetah-v4 (gymnasium 0.29 has no v5 tasks).
     Peer("cleanrl", ("gymnasium==0.29.1", "numpy<2", "tyro>=0.5.10", "tensorboard>=2.10", "mujoco==2.3.3",
                      "imageio>=2.14.1,<3"),
          "gymnasium",
          scripts={"cleanrl/ppo_continuous_action.py":
-                      "326dd8678bf9cc51abec833eb551ef2409a3804d604b689e1f0a084eca41f655"},
+                      "326dd8678bf9cc51abec833eb551ef2409a3804d604b689e1f0a084eca41f655",
+                  # the mujoco_td3 task; the script imports its replay buffer from cleanrl_utils
+                  "cleanrl/td3_continuous_action.py":
+                      "5a5bd45b907360cd6a11c40ad60786f9b8b9684075a945b265f84ddf1263f909",
+                  "cleanrl_utils/buffers.py":
+                      "b43d54020783ac53f7d23fe7c0ed72aff20e1f377a633d134d66eb9bdbece4b8"},
          script_url=f"https://raw.githubusercontent.com/vwxyzjn/cleanrl/{CLEANRL_COMMIT}/{{name}}"),
     # TorchRL 0.14.1 (its newest release) with rlrun's gymnasium; its wheel's C++ extension (torchrl._torchrl:
     # prioritized-replay segment trees and a few ops) was built against another torch and does not load under

@@ -58,13 +58,15 @@ def test_a_watched_contender_is_stopped_with_what_it_started_when_a_line_says_so
 def test_the_tables_say_which_peers_are_not_contenders_and_which_did_not_run() -> None:
     from benchmarks.peers.__main__ import CONTENDERS, QUICK_TASKS, TASKS, task_contenders
 
-    assert set(TASKS) == {"pong_acting", "pong_training", "mujoco_ppo"} and QUICK_TASKS == ("pong_acting",)
+    assert set(TASKS) == {"pong_acting", "pong_training", "mujoco_ppo", "mujoco_td3"}
+    assert QUICK_TASKS == ("pong_acting",)
     assert all(n in CONTENDERS for t in TASKS for n in task_contenders(t) if n != "rlrun_bf16")
     table = markdown({"mujoco_ppo/rlrun/wall_s": 400.0, "mujoco_ppo/rlrun/version": "0.1.0"}, ["mujoco_ppo"],
                      {"torchrl": "pip install torchrl==0.14.1 failed: ..."})
     assert "mujoco_ppo: sample_factory is not a contender of this task" in table
     assert "- **torchrl** did not run: pip install" in table
     assert "pong_acting: cleanrl, torchrl, sample_factory are not contenders" in markdown({}, ["pong_acting"], {})
+    assert "mujoco_td3: sb3, torchrl, sample_factory are not contenders" in markdown({}, ["mujoco_td3"], {})
 
 
 def test_a_published_script_that_differs_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

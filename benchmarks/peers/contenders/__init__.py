@@ -3,6 +3,7 @@ imports only its own library) with one torch thread (the benchmark also sets ``O
 JSON lines on stdout, flushed, as its contender reports; the benchmark times each line as it arrives:
 
 - ``<contender>_halfcheetah.py``: ``{"episodes": [return, ...], "env_steps": N}``, the episodes that ended since the
-  last line and the env steps so far (benchmarks/peers/mujoco_task.py);
+  last line and the env steps so far (benchmarks/peers/mujoco_task.py; ``rlrun_td3_halfcheetah.py``: the same
+  lines for benchmarks/peers/td3_task.py);
 - ``<contender>_pong.py``: ``{"agent_steps": N, "seconds": S, "frame_skip": 4}`` (benchmarks/peers/pong_tasks.py).
 """
