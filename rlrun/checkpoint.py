@@ -50,7 +50,9 @@ CHECKPOINT_NAME = "latest.pt"
 # Keys a resumed run may change (prefixes of dotted keys): when to stop, how to checkpoint, where metrics go,
 # which device computes, what is exported. Everything else (algo, env, executor, seed, run_name, ...) is what
 # the run *is*, and is refused with a different value.
-RESUMABLE_KEYS = ("stop", "checkpoint", "logger", "device", "return_window", "export", "eval", "resume")
+# record_dataset.id and .root: a resumed recording run writes its (longer) dataset under a new id, beside the first.
+RESUMABLE_KEYS = ("stop", "checkpoint", "logger", "device", "return_window", "export", "eval", "resume",
+                  "record_dataset.id", "record_dataset.root")
 
 
 # ---------------------------------------------------------------------------------------------------- algorithm

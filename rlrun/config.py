@@ -464,6 +464,23 @@ class ExportConfig(Declared):
 
 
 @dataclass
+class RecordDatasetConfig(Declared):
+    """Record what the run's workers collect as a Minari dataset (``record_dataset.id=<id>``): every whole episode of
+    the training run, written at its end under ``root`` (rlrun/execution/dataset_recorder.py). Local executor."""
+
+    key_prefix: ClassVar[str] = "record_dataset"
+
+    id: Optional[str] = None
+    """The new dataset's id, Minari's syntax ``[namespace/]name-v<version>`` (e.g. ``hopper/replay-v0``); null: no
+    recording."""
+    env_steps: Optional[int] = key(None, "[1, inf)")
+    """Keep only the episodes that began within the run's first N env steps (D4RL's "replay" data up to a point);
+    null: the whole run."""
+    root: Optional[str] = None
+    """The folder of local datasets; null: $MINARI_DATASETS_PATH, else ~/.minari/datasets."""
+
+
+@dataclass
 class SweepConfig(Declared):
     """Settings of a sweep (``rlrun -m``); ignored by a single run. See rlrun/app/sweep.py."""
 
@@ -497,6 +514,7 @@ class RunConfig(Declared):
     eval: EvalConfig = field(default_factory=EvalConfig)
     data: Any = None
     """The dataset an offline algorithm learns from (``data=minari data.id=...``); null: none (online learning)."""
+    record_dataset: RecordDatasetConfig = field(default_factory=RecordDatasetConfig)
 
 
 GROUPS = ("algo", "env", "device", "executor", "logger")
@@ -680,6 +698,7 @@ def validate(cfg: DictConfig) -> DictConfig:
         raise ConfigError("stop: every stop condition is null, so the run would never end. Set at least one of "
                           "stop.env_steps, stop.wall_time_s, stop.episode_return_mean, stop.gradient_steps.")
     check_data(cfg)
+    check_record_dataset(cfg)
     check_vectorization(cfg.env.get("vectorization"), cfg.executor.get("vector_mode"))
     multiagent = cfg.algo.name == "multiagent" or cfg.env.name == "pettingzoo"
     if multiagent and cfg.executor.name == "ray" and cfg.executor.num_workers != 1:
@@ -715,6 +734,25 @@ def check_data(cfg: DictConfig) -> None:
     elif offline:
         raise ConfigError(f"algo={cfg.algo.name} learns from a dataset: give one with data=minari "
                           f"data.id=<dataset id> (rlrun collect <run dir> dataset.id=<id> writes one).")
+
+
+def check_record_dataset(cfg: DictConfig) -> None:
+    """``record_dataset.id`` needs the workers' rollouts whole, in this process: an online run on the local executor
+    whose workers return their observations (not Ape-X's, whose actors keep them; not a multi-agent sampler)."""
+    record = cfg.get("record_dataset")
+    if record is None or record.id is None:
+        return
+    where = f"record_dataset.id={record.id}"
+    if cfg.get("data") is not None:
+        raise ConfigError(f"{where}: an offline run (data=...) collects nothing to record; write a dataset from a "
+                          f"run's policy with rlrun collect <run dir> dataset.id=<id>.")
+    if cfg.executor.name != "local":
+        raise ConfigError(f"{where}: recording runs on executor=local in this version, not executor="
+                          f"{cfg.executor.name}; drop record_dataset.id or run with executor=local.")
+    if cfg.algo.name in ("apex", "multiagent") or cfg.env.name == "pettingzoo":
+        raise ConfigError(f"{where}: algo={cfg.algo.name} on env={cfg.env.name} does not hand its rollouts' "
+                          f"observations to the executor, so nothing can be recorded; record a single-agent run "
+                          f"of another algorithm (e.g. algo=dqn), or use rlrun collect <run dir> on its policy.")
 
 
 def installed(module: str) -> bool:

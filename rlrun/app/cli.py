@@ -201,6 +201,21 @@ def check_dataset(cfg: Any) -> None:
     open_minari(cfg.data, registry.build("env", cfg.env.name, cfg.env).spec)
 
 
+def check_record_target(cfg: Any) -> None:
+    """``record_dataset.id`` is a new dataset id, and the env's observations are what a dataset holds here (Box or
+    Discrete: what the offline algorithms read): checked before the run directory is made."""
+    from rlrun import spaces as sp
+    from rlrun.errors import ConfigError
+    from rlrun.execution.dataset import check_new_id
+    from rlrun.registry import registry
+
+    check_new_id(str(cfg.record_dataset.id), cfg.record_dataset.root, "record_dataset.id")
+    space = registry.build("env", cfg.env.name, cfg.env).spec.observation_space
+    if not isinstance(space, (sp.Box, sp.Discrete)):
+        raise ConfigError(f"record_dataset.id={cfg.record_dataset.id}: env {cfg.env.id} observes "
+                          f"{sp.describe(space)}; datasets hold Box or Discrete observations in this version.")
+
+
 class ValidateConfig:
     """Hydra callback: validate the composed config before a run starts, so that a bad one makes no run directory
     (the only validation of a single run; a sweep's jobs are validated each with its own values).
@@ -220,6 +235,8 @@ class ValidateConfig:
                 validate(cfg)
             if cfg.get("data") is not None:
                 check_dataset(cfg)
+            if cfg.record_dataset.id is not None:
+                check_record_target(cfg)
             if cfg.executor.name == "ray":
                 # lazily: it imports ray. An unreachable cluster, one of other Ray/Python versions, or one without
                 # the CPUs asked for is bad input, said before the run directory exists: a run joining a cluster

@@ -12,7 +12,6 @@ checkpoint, its env steps, the algorithm, the env, epsilon, the episodes and the
 from __future__ import annotations
 
 import sys
-import warnings
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Optional, Sequence
 
@@ -21,7 +20,7 @@ import torch
 
 from rlrun.app.evaluate import batch_of_one, make_env
 from rlrun.errors import ConfigError, did_you_mean
-from rlrun.execution.dataset import minari_root
+from rlrun.execution.dataset import check_new_id, write_minari
 from rlrun.export import restore
 from rlrun.schema import Declared, check_declared, key
 
@@ -49,57 +48,44 @@ COLLECT_SEED_OFFSET = 2000  # default seed = run seed + this: neither the traini
 
 def collect(target: str, settings: CollectConfig, allow_imports: Sequence[str] = ()) -> dict[str, Any]:
     """Write the dataset ``settings`` describe from the policy of ``target``; its id, root, size and returns."""
-    import minari
-
     if not settings.id:
         raise ConfigError("rlrun collect: give the new dataset's id, e.g. dataset.id=pendulum/expert-v0.")
-    with minari_root(settings.root) as root:
-        if settings.id in minari.list_local_datasets():
-            raise ConfigError(f"dataset.id={settings.id}: a dataset of that id exists under {root}; choose another "
-                              f"id (a new version, e.g. -v1) or delete it (minari delete {settings.id}).")
-        restored = restore(target, allow_imports=allow_imports)
+    root = check_new_id(settings.id, settings.root)
+    restored = restore(target, allow_imports=allow_imports)
+    try:
+        seed = int(restored.cfg.seed) + COLLECT_SEED_OFFSET if settings.seed is None else int(settings.seed)
+        env = make_env(restored.cfg.env, None)
         try:
-            seed = int(restored.cfg.seed) + COLLECT_SEED_OFFSET if settings.seed is None else int(settings.seed)
-            env = make_env(restored.cfg.env, None)
-            try:
-                episodes = _play(restored, env, settings.episodes, settings.epsilon, seed)
-                returns = [float(np.sum(ep.rewards)) for ep in episodes]
-                provenance = {"run_dir": str(restored.run_dir.resolve()),
-                              "checkpoint": str(restored.checkpoint.resolve()),
-                              "checkpoint_env_steps": restored.env_steps, "algo": str(restored.cfg.algo.name),
-                              "env": str(restored.cfg.env.id), "epsilon": float(settings.epsilon),
-                              "episodes": len(returns), "return_mean": float(np.mean(returns))}
-                with warnings.catch_warnings():  # Minari asks for an author e-mail and a code link: rlrun has none
-                    warnings.filterwarnings("ignore", message=r".*(author_email|code_permalink)` is set to None")
-                    dataset = minari.create_dataset_from_buffers(
-                        dataset_id=settings.id, buffer=episodes, env=env.spec, eval_env=env.spec,
-                        algorithm_name=f"rlrun {restored.cfg.algo.name}", author="rlrun collect",
-                        description=f"{len(returns)} episodes of the {restored.cfg.algo.name} policy of "
-                                    f"{provenance['run_dir']} (env step {restored.env_steps}), epsilon "
-                                    f"{settings.epsilon}")
-                dataset.storage.update_metadata({f"rlrun.{k}": v for k, v in provenance.items()})
-            finally:
-                env.close()
+            episodes = _play(restored, env, settings.episodes, settings.epsilon, seed)
+            returns = [float(np.sum(ep["rewards"])) for ep in episodes]
+            provenance = {"run_dir": str(restored.run_dir.resolve()), "checkpoint": str(restored.checkpoint.resolve()),
+                          "checkpoint_env_steps": restored.env_steps, "algo": str(restored.cfg.algo.name),
+                          "env": str(restored.cfg.env.id), "epsilon": float(settings.epsilon),
+                          "episodes": len(returns), "return_mean": float(np.mean(returns))}
+            dataset = write_minari(settings.id, settings.root, episodes, env.spec,
+                                   f"rlrun {restored.cfg.algo.name}", "rlrun collect",
+                                   f"{len(returns)} episodes of the {restored.cfg.algo.name} policy of "
+                                   f"{provenance['run_dir']} (env step {restored.env_steps}), epsilon "
+                                   f"{settings.epsilon}", provenance)
         finally:
-            restored.close()
+            env.close()
+    finally:
+        restored.close()
     return {"id": settings.id, "root": str(root), "transitions": int(dataset.total_steps), "returns": returns,
             **provenance}
 
 
-def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int) -> list[Any]:
+def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int) -> list[dict[str, np.ndarray]]:
     """Play ``episodes`` whole episodes of the restored policy (greedy, or uniform with probability ``epsilon``);
-    each as Minari's episode buffer (observations ``[T + 1]``, actions, rewards, terminations, truncations ``[T]``),
-    written straight from arrays (Minari's own step-by-step DataCollector needs jax)."""
-    from minari.data_collector import EpisodeBuffer
-
+    each as arrays: observations ``[T + 1]``, actions, rewards, terminations, truncations ``[T]``, and the seed
+    of its reset (the first episode's; None after)."""
     policy, space = restored.policy(), restored.spec.observation_space
     rng = np.random.default_rng(seed)
     env.action_space.seed(seed)
     out = []
     with torch.inference_mode():
         for episode in range(episodes):
-            first_seed = seed if episode == 0 else None
-            obs, _ = env.reset(seed=first_seed)
+            obs, _ = env.reset(seed=seed if episode == 0 else None)
             steps: dict[str, list] = {"observations": [obs], "actions": [], "rewards": [], "terminations": [],
                                       "truncations": []}
             done = False
@@ -114,8 +100,7 @@ def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int) -> 
                                     ("terminations", bool(terminated)), ("truncations", bool(truncated))):
                     steps[name].append(value)
                 done = bool(terminated or truncated)
-            out.append(EpisodeBuffer(id=episode, seed=first_seed,
-                                     **{k: np.asarray(v) for k, v in steps.items()}))
+            out.append({**{k: np.asarray(v) for k, v in steps.items()}, "seed": seed if episode == 0 else None})
     return out
 
 

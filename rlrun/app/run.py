@@ -52,6 +52,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlrun import checkpoint as ckpt
 from rlrun import plain_data
+from rlrun import spaces as sp
 from rlrun.algos.base import build_plan
 from rlrun.app.evaluate import make_env
 from rlrun.app.periodic_eval import PeriodicEvaluator
@@ -60,7 +61,8 @@ from rlrun.app.startup_gc import resume_collection
 from rlrun.config import validate
 from rlrun.devices import apply_device_strategy, resolve_device
 from rlrun.errors import PlacementError, RlrunError, one_line
-from rlrun.execution.dataset import dataset_params, load_minari
+from rlrun.execution.dataset import check_new_id, dataset_params, datasets_root, load_minari, write_minari
+from rlrun.execution.dataset_recorder import EpisodeRecorder
 from rlrun.export import export_policy, policy_dir
 from rlrun.logging.fanout import MetricsLogger
 from rlrun.logging.mlflow_sink import default_tracking_uri, mlflow_run_in
@@ -433,6 +435,9 @@ class Run:
         device = resolve_device(cfg.device)
         self.env_factory = registry.build("env", cfg.env.name, cfg.env)
         self.executor = registry.build("executor", cfg.executor.name, cfg.executor, self.env_factory, self.seed)
+        self.recorder = _recorder(cfg, self.env_factory.spec, run_dir)
+        if self.recorder is not None:  # before the plan builds its workers: they hand it every rollout
+            self.executor.recorder = self.recorder
         try:
             # an offline run's dataset, checked against the env's spaces before anything is built
             self.data = load_minari(cfg.data, self.env_factory.spec) if cfg.get("data") is not None else None
@@ -532,6 +537,38 @@ class Run:
                 stop_reason, status, error = "error", "FAILED", e
         return stop_reason, status, error
 
+    def _write_recorded_dataset(self) -> dict[str, Any]:
+        """Write the recorded episodes as the dataset ``record_dataset.id`` and log its provenance; what it holds,
+        or why it could not be written (a warning: the run's results stand)."""
+        record, recorder = self.cfg.record_dataset, self.recorder
+        assert recorder is not None
+        recorder.state_dict()  # the episodes still in memory join the parts
+        returns = [float(np.sum(ep["rewards"])) for ep in recorder.episodes()]
+        provenance = {"run_dir": str(self.run_dir.resolve()), "algo": str(self.cfg.algo.name),
+                      "env": str(self.cfg.env.id), "episodes": len(returns),
+                      "return_mean": float(np.mean(returns)) if returns else None,
+                      "recorded_env_steps": min(int(record.env_steps or recorder.seen), recorder.seen)}
+        env = self.env_factory.make()
+        try:
+            check_new_id(str(record.id), record.root, "record_dataset.id")  # a resumed run: a new id for it
+            dataset = write_minari(str(record.id), record.root, recorder.episodes(), env.spec,
+                                   f"rlrun {self.cfg.algo.name}", "rlrun record_dataset",
+                                   f"every whole episode of the {self.cfg.algo.name} training run "
+                                   f"{provenance['run_dir']}" + (f" that began within its first {record.env_steps} "
+                                                                 f"env steps" if record.env_steps else ""),
+                                   provenance)
+        except Exception as e:  # the run's results stand, and its episodes stay in the run directory
+            log.warning("record_dataset: the dataset %s was not written: %s (the recorded episodes stay in %s)",
+                        record.id, one_line(e), recorder.folder)
+            return {"id": str(record.id), "error": one_line(e)}
+        finally:
+            env.close()
+        self.logger.log_params({f"record_dataset.{k}": v for k, v in provenance.items() if v is not None})
+        log.info("record_dataset: wrote %s (%d episodes, %d transitions)", record.id, len(returns),
+                 int(dataset.total_steps))
+        return {"id": str(record.id), "root": str(datasets_root(record.root)),
+                "transitions": int(dataset.total_steps), **provenance}
+
     def _check_losses(self, metrics: dict[str, Any]) -> None:
         bad_metric = _non_finite_metric(metrics)
         if bad_metric is not None:
@@ -623,6 +660,7 @@ class Run:
             if self.evaluator is not None:
                 self.evaluator.close()
             self.algo.stop()
+            recorded = self._write_recorded_dataset() if self.recorder is not None and status == "FINISHED" else {}
             mlflow_sink = next((s for s in self.logger.sinks if hasattr(s, "run_id")), None)
             summary = {
                 "env_steps": loop.env_steps,
@@ -650,6 +688,7 @@ class Run:
                 **({"data": {"id": str(cfg.data.id), **{k.removeprefix("data."): v
                                                            for k, v in self._data_params().items()}}}
                    if self.data is not None else {}),
+                **({"record_dataset": recorded} if recorded else {}),
             }
             try:
                 write_json_atomic(self.run_dir / "summary.json", summary)
@@ -661,6 +700,17 @@ class Run:
         if status == "KILLED":
             raise KeyboardInterrupt
         return summary
+
+
+def _recorder(cfg: DictConfig, spec: Any, run_dir: Path) -> EpisodeRecorder | None:
+    """The recorder of ``record_dataset.id`` (None without), its parts in ``<run dir>/recorded_episodes``; Box
+    actions are kept in the space's bounds."""
+    record = cfg.get("record_dataset")
+    if record is None or record.id is None:
+        return None
+    space = spec.action_space
+    low, high = (space.low, space.high) if isinstance(space, sp.Box) else (None, None)
+    return EpisodeRecorder(run_dir / "recorded_episodes", record.env_steps, low, high)
 
 
 def write_protocol_card(run_dir: Path, env_factory: Any, cfg: DictConfig) -> dict[str, Any]:

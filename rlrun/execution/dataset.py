@@ -8,10 +8,11 @@ Datasets live under a local root: ``data.root``, else ``$MINARI_DATASETS_PATH``,
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -50,6 +51,41 @@ def local_dataset_ids(root: str | None = None) -> list[str]:
 
     with minari_root(root):
         return sorted(minari.list_local_datasets())
+
+
+def check_new_id(dataset_id: str, root: str | None, key_name: str = "dataset.id") -> Path:
+    """The root a new dataset ``dataset_id`` goes to; a :class:`ConfigError` if one of that id is there already."""
+    import minari
+
+    with minari_root(root) as folder:
+        if folder.is_dir() and dataset_id in minari.list_local_datasets():  # Minari would make a missing folder
+            raise ConfigError(f"{key_name}={dataset_id}: a dataset of that id exists under {folder}; choose another "
+                              f"id (a new version, e.g. -v1) or delete it (minari delete {dataset_id}).")
+        return folder
+
+
+def write_minari(dataset_id: str, root: str | None, episodes: Iterable[dict[str, np.ndarray]], env_spec: Any,
+                 algorithm: str, author: str, description: str, provenance: dict[str, Any]) -> Any:
+    """Write ``episodes`` as the Minari dataset ``dataset_id`` under ``root``: each episode's ``observations``
+    ``[T + 1]``, ``actions``, ``rewards``, ``terminations``, ``truncations`` ``[T]`` (and optionally the ``seed`` of
+    its reset), with ``env_spec``, and ``provenance`` in its metadata as ``rlrun.<key>`` (:data:`PROVENANCE_KEYS`).
+    Written from arrays (Minari's own step-by-step DataCollector needs jax). Returns the dataset."""
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    buffers = [EpisodeBuffer(id=i, **{k: v if k == "seed" else np.asarray(v) for k, v in ep.items()})
+               for i, ep in enumerate(episodes)]
+    if not buffers:
+        raise ConfigError(f"dataset {dataset_id}: no whole episode to write (a run shorter than its first episode, "
+                          f"or record_dataset.env_steps before the first one ended); record a longer run.")
+    with minari_root(root), warnings.catch_warnings():
+        # Minari asks for an author e-mail and a code link: rlrun has none
+        warnings.filterwarnings("ignore", message=r".*(author_email|code_permalink)` is set to None")
+        dataset = minari.create_dataset_from_buffers(
+            dataset_id=dataset_id, buffer=buffers, env=env_spec, eval_env=env_spec, algorithm_name=algorithm,
+            author=author, description=description)
+        dataset.storage.update_metadata({f"rlrun.{k}": v for k, v in provenance.items()})
+    return dataset
 
 
 @dataclass
@@ -149,8 +185,9 @@ def _env_id(dataset: Any) -> str:
 
 
 PROVENANCE_KEYS = ("run_dir", "checkpoint", "checkpoint_env_steps", "algo", "env", "epsilon", "episodes",
-                   "return_mean")
-"""What ``rlrun collect`` writes into a dataset's metadata under ``rlrun.<key>``, and a run logs of its dataset."""
+                   "return_mean", "recorded_env_steps")
+"""What ``rlrun collect`` and a recording run (``record_dataset.id``) write into a dataset's metadata under
+``rlrun.<key>``, and a run logs of its dataset."""
 
 
 def dataset_params(data: TransitionDataset) -> dict[str, Any]:

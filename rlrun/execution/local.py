@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from rlrun.errors import CheckpointError
+from rlrun.execution.dataset_recorder import EpisodeRecorder
 from rlrun.execution.replay_shards import LocalReplayShardSet
 from rlrun.execution.rollout_worker import EnvFactory, Policy, RolloutWorker
 from rlrun.execution.sample_batch import SampleBatch
@@ -35,12 +36,15 @@ class LocalWorkerSet:
     """The worker-set interface (``rlrun/execution/worker_set.py``) with in-process workers.
 
     ``learner``: the learner's policy; ``own_policies``: whether the workers act with policies of their own (built
-    by a policy factory), which ``sync_weights`` then sets from the learner's weights."""
+    by a policy factory), which ``sync_weights`` then sets from the learner's weights; ``recorder``: an
+    :class:`~rlrun.execution.dataset_recorder.EpisodeRecorder` given every rollout, the workers numbered from
+    ``first_worker`` (``record_dataset.id``)."""
 
     def __init__(self, workers: list[RolloutWorker], timer: StageTimer, learner: Policy | None = None,
-                 own_policies: bool = False) -> None:
+                 own_policies: bool = False, recorder: EpisodeRecorder | None = None, first_worker: int = 0) -> None:
         self.workers = workers
         self.timer = timer
+        self.recorder, self.first_worker = recorder, first_worker
         self.learner = learner
         self.own_policies = own_policies
         self._synced = False
@@ -56,7 +60,9 @@ class LocalWorkerSet:
     def num_envs(self) -> int:
         return sum(w.num_envs for w in self.workers)
 
-    def _count(self, batch: SampleBatch) -> SampleBatch:
+    def _count(self, batch: SampleBatch, worker: int) -> SampleBatch:
+        if self.recorder is not None:
+            self.recorder.add(batch, self.first_worker + worker)
         self.timer.add("env_step", batch.env_seconds)
         self.timer.add("inference", batch.inference_seconds)
         if batch.postprocess_seconds:
@@ -69,7 +75,7 @@ class LocalWorkerSet:
         if self.own_policies and not self._synced:
             self.sync_weights()
         self._synced = False
-        return [self._count(w.sample(num_steps, explore)) for w in self.workers]
+        return [self._count(w.sample(num_steps, explore), i) for i, w in enumerate(self.workers)]
 
     def sample_async(self, num_steps: int, explore: bool = True,
                      min_batches: int = 1) -> Iterator[tuple[SampleBatch, int]]:
@@ -78,7 +84,7 @@ class LocalWorkerSet:
         for _ in range(max(int(min_batches), 1)):
             i = self._next_async
             self._next_async = (i + 1) % len(self.workers)
-            yield self._count(self.workers[i].sample(num_steps, explore)), i
+            yield self._count(self.workers[i].sample(num_steps, explore), i), i
 
     def drain(self) -> list[tuple[SampleBatch, int]]:
         """Nothing is ever in flight locally."""
@@ -123,6 +129,7 @@ class LocalExecutor:
         self.timer = StageTimer()
         self._worker_sets: list[LocalWorkerSet] = []
         self._replay_shard_sets: list[Any] = []
+        self.recorder: EpisodeRecorder | None = None  # record_dataset.id: set before the plan builds its workers
 
     @property
     def num_workers(self) -> int:
@@ -153,7 +160,8 @@ class LocalExecutor:
             workers.append(RolloutWorker(self.env_factory, acting, per, self.seed + w * per,
                                          str(self.cfg.vector_mode), device, worker_index=w,
                                          acting_seed_base=self.seed))
-        ws = LocalWorkerSet(workers, self.timer, learner=policy, own_policies=own)
+        ws = LocalWorkerSet(workers, self.timer, learner=policy, own_policies=own, recorder=self.recorder,
+                            first_worker=sum(s.num_workers for s in self._worker_sets))
         self._worker_sets.append(ws)
         return ws
 
@@ -178,7 +186,8 @@ class LocalExecutor:
         With ``vector_mode=async`` the env copies live in subprocesses and their state is not saved: a resumed run
         starts them from fresh resets (weights, optimizer, replay and counters are still restored)."""
         return {"worker_sets": [[w.get_state() for w in ws.workers] for ws in self._worker_sets],
-                "worker_rngs": [[w.rng_state.clone() for w in ws.workers] for ws in self._worker_sets]}
+                "worker_rngs": [[w.rng_state.clone() for w in ws.workers] for ws in self._worker_sets],
+                "recorder": self.recorder.state_dict() if self.recorder is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore the workers' state; returns False where the env copies could not be restored exactly."""
@@ -197,6 +206,8 @@ class LocalExecutor:
             for ws, ws_rngs in zip(self._worker_sets, rngs, strict=True):
                 for w, rng in zip(ws.workers, ws_rngs, strict=True):
                     w.rng_state = rng.clone()
+        if self.recorder is not None and state.get("recorder") is not None:
+            self.recorder.load_state_dict(state["recorder"])
         return exact
 
     def stop(self) -> None:
