@@ -391,7 +391,7 @@ def resume_config(saved: dict[str, Any], composed: DictConfig, overrides: Sequen
         raise ConfigError(
             f"resume: {'; '.join(refused)}: a resumed run keeps its algorithm, environment, executor, seed and run "
             f"name, so it can continue exactly. Overrides a resume accepts: "
-            f"{', '.join(k + ('' if k in ('return_window', 'resume') else '.*') for k in RESUMABLE_KEYS)}. "
+            f"{', '.join(k + ('' if k in ('return_window', 'resume') or '.' in k else '.*') for k in RESUMABLE_KEYS)}. "
             f"To change anything else, start a new run.")
     cfg.resume = composed.get("resume")
     return cfg
