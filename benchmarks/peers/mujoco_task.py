@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.peers.processes import watch
+from benchmarks.peers.processes import interleaved, watch
 from benchmarks.peers.tables import CLEANRL_LINE, cell, flat_figures, json_object, peer_over_rlrun
 
 HERE = Path(__file__).resolve().parent
@@ -304,19 +304,18 @@ def run_task(contenders: dict[str, str], versions: dict[str, str], seeds: list[i
             measure(argv, budget, cap, Path(cwd), {**env, **contender_env(name)}, until_first_episode=True)
         env_speed[name] = env_only_steps_per_s(contenders[name], ENV_IDS[name], env)
     runs: dict[str, list[MujocoRun]] = {n: [] for n in names}
-    for i, seed in enumerate(seeds):
-        for name in names[i % len(names):] + names[:i % len(names)]:
-            with tempfile.TemporaryDirectory(prefix=f"peers-{TASK}-{name}-") as cwd:
-                run = measure(command(name, contenders[name], seed, budget), budget, cap, Path(cwd),
-                              {**env, **contender_env(name)})
-            runs[name].append(run)
-            final = run.final_return
-            log(f"peers: {TASK} {name} seed {seed}: {run.env_steps} env steps in {run.wall_s:.1f} s"
-                + (f", final return {final:.1f} over {min(len(run.returns), RETURN_WINDOW)} episodes"
-                   if final is not None else ", no episode")
-                + (f" ({run.error})" if run.error else "")
-                + f"; first episode {run.first_episode_s or float('nan'):.2f} s; peak {run.peak_rss_mib:.0f} MiB",
-                flush=True)
+    for seed, name in interleaved(names, seeds):
+        with tempfile.TemporaryDirectory(prefix=f"peers-{TASK}-{name}-") as cwd:
+            run = measure(command(name, contenders[name], seed, budget), budget, cap, Path(cwd),
+                          {**env, **contender_env(name)})
+        runs[name].append(run)
+        final = run.final_return
+        log(f"peers: {TASK} {name} seed {seed}: {run.env_steps} env steps in {run.wall_s:.1f} s"
+            + (f", final return {final:.1f} over {min(len(run.returns), RETURN_WINDOW)} episodes"
+               if final is not None else ", no episode")
+            + (f" ({run.error})" if run.error else "")
+            + f"; first episode {run.first_episode_s or float('nan'):.2f} s; peak {run.peak_rss_mib:.0f} MiB",
+            flush=True)
     table = {n: {**summarize(runs[n]), "version": versions.get(n, "?"), "env_id": ENV_IDS[n],
                  "env_only_steps_per_s": env_speed[n]} for n in names}
     figures: dict[str, Any] = {f"{TASK}/budget_env_steps": budget, f"{TASK}/return_window": RETURN_WINDOW}

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.processes import watch
+from benchmarks.peers.processes import interleaved, watch
 from benchmarks.peers.tables import cell, flat_figures, json_object, peer_over_rlrun
 
 HERE = Path(__file__).resolve().parent
@@ -224,16 +224,15 @@ def run_task(task: PongTask, contenders: dict[str, str], versions: dict[str, str
     warm_up(task, contenders, budget_s, env)
     names = list(contenders)
     runs: dict[str, list[ActingRun]] = {n: [] for n in names}
-    for i, seed in enumerate(seeds):
-        for name in names[i % len(names):] + names[:i % len(names)]:
-            with tempfile.TemporaryDirectory(prefix=f"peers-{task.name}-{name}-") as cwd:
-                run = measure_acting(command(task, name, contenders[name], seed, seconds), budget_s, Path(cwd), env)
-            runs[name].append(run)
-            log(f"peers: {task.name} {name} seed {seed}: "
-                + (f"{run.frames_per_s:.0f} frames/s over {run.seconds:.1f} s, {run.cores_busy or 0:.2f} cores busy"
-                   if run.frames_per_s else "no figure")
-                + (f" ({run.error})" if run.error else "")
-                + f"; start-up {run.startup_s or float('nan'):.2f} s; peak {run.peak_rss_mib:.0f} MiB", flush=True)
+    for seed, name in interleaved(names, seeds):
+        with tempfile.TemporaryDirectory(prefix=f"peers-{task.name}-{name}-") as cwd:
+            run = measure_acting(command(task, name, contenders[name], seed, seconds), budget_s, Path(cwd), env)
+        runs[name].append(run)
+        log(f"peers: {task.name} {name} seed {seed}: "
+            + (f"{run.frames_per_s:.0f} frames/s over {run.seconds:.1f} s, {run.cores_busy or 0:.2f} cores busy"
+               if run.frames_per_s else "no figure")
+            + (f" ({run.error})" if run.error else "")
+            + f"; start-up {run.startup_s or float('nan'):.2f} s; peak {run.peak_rss_mib:.0f} MiB", flush=True)
     table = {n: {**summarize(runs[n]), "version": versions[n]} for n in names}
     figures: dict[str, Any] = {f"{task.name}/seconds_per_run": seconds}
     figures.update(ratios(task.name, table))

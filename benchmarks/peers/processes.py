@@ -1,5 +1,6 @@
 """The contenders' processes, watched from outside: a process and its descendants (Ray's and Sample Factory's
-workers included), their summed resident memory, and stopping all of them by process id."""
+workers included), their summed resident memory, and stopping all of them by process id; and the order a task runs
+them in (:func:`interleaved`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 
 def children_by_parent() -> dict[int, list[int]]:
@@ -102,6 +103,14 @@ def stop_tree(proc: subprocess.Popen[str], tree: list[int]) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
+
+
+def interleaved(names: list[str], seeds: list[int]) -> Iterator[tuple[int, str]]:
+    """``(seed, contender)`` in the order a task runs them: every contender on a seed before the next seed, the
+    order rotated by one each seed, so that a drift of the machine's speed falls on every contender alike."""
+    for i, seed in enumerate(seeds):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            yield seed, name
 
 
 @dataclass

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.peers.mujoco_task import env_only_steps_per_s
-from benchmarks.peers.processes import watch
+from benchmarks.peers.processes import interleaved, watch
 from benchmarks.peers.tables import CLEANRL_LINE, cell, flat_figures, json_object, peer_over_rlrun
 
 HERE = Path(__file__).resolve().parent
@@ -156,15 +156,14 @@ def run_task(contenders: dict[str, str], versions: dict[str, str], seeds: list[i
                     {**env, **contender_env(name)})
         env_speed[name] = env_only_steps_per_s(contenders[name], ENV_IDS[name], env)
     runs: dict[str, list[TD3Run]] = {n: [] for n in names}
-    for i, seed in enumerate(seeds):
-        for name in names[i % len(names):] + names[:i % len(names)]:
-            with tempfile.TemporaryDirectory(prefix=f"peers-{TASK}-{name}-") as cwd:
-                run = measure(command(name, contenders[name], seed, budget_env_steps), budget_env_steps, cap,
-                              Path(cwd), {**env, **contender_env(name)})
-            runs[name].append(run)
-            log(f"peers: {TASK} {name} seed {seed}: {run.env_steps} env steps in {run.wall_s:.1f} s, training "
-                f"{run.training_steps_per_s or float('nan'):.1f} env steps/s; peak {run.peak_rss_mib:.0f} MiB"
-                + (f" ({run.error})" if run.error else ""), flush=True)
+    for seed, name in interleaved(names, seeds):
+        with tempfile.TemporaryDirectory(prefix=f"peers-{TASK}-{name}-") as cwd:
+            run = measure(command(name, contenders[name], seed, budget_env_steps), budget_env_steps, cap,
+                          Path(cwd), {**env, **contender_env(name)})
+        runs[name].append(run)
+        log(f"peers: {TASK} {name} seed {seed}: {run.env_steps} env steps in {run.wall_s:.1f} s, training "
+            f"{run.training_steps_per_s or float('nan'):.1f} env steps/s; peak {run.peak_rss_mib:.0f} MiB"
+            + (f" ({run.error})" if run.error else ""), flush=True)
     table = {n: {**summarize(runs[n]), "version": versions.get(n, "?"), "env_id": ENV_IDS[n],
                  "env_only_steps_per_s": env_speed[n]} for n in names}
     figures: dict[str, Any] = {f"{TASK}/budget_env_steps": budget_env_steps, f"{TASK}/learning_starts": LEARNING_STARTS}

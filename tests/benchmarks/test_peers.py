@@ -81,6 +81,14 @@ def test_a_published_script_that_differs_is_refused(tmp_path: Path, monkeypatch:
         script(peer, "cleanrl/ppo_continuous_action.py")
 
 
+def test_seeds_interleave_with_the_contenders_order_rotated() -> None:
+    from benchmarks.peers.processes import interleaved
+
+    assert list(interleaved(["a", "b", "c"], [0, 1, 2, 3])) == [
+        (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"), (2, "c"), (2, "a"), (2, "b"),
+        (3, "a"), (3, "b"), (3, "c")]
+
+
 def test_process_tree_finds_descendants(tmp_path: Path) -> None:
     proc = subprocess.Popen(child(tmp_path, """
         import subprocess
