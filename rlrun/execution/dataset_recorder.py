@@ -96,7 +96,7 @@ class EpisodeRecorder:
         self._closed = []
 
     def episodes(self) -> Iterator[dict[str, np.ndarray]]:
-        """Every whole episode in the order it ended: the parts', then those still in memory."""
+        """Every whole episode, rollout by rollout and within one env copy by copy: the parts', then memory's."""
         for index in range(self.parts):
             with np.load(self._part(index)) as part:
                 count = len({name.split("/")[0] for name in part.files})

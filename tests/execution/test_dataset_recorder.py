@@ -57,7 +57,7 @@ def test_episodes_are_whole_per_copy_across_rollouts_with_their_final_observatio
          "terminations": [False, False, False], "truncations": [False, False, True]},
         {"observations": [10.0, 11.0, 12.0, 13.5], "actions": [0.3, 0.4, 0.5], "rewards": [3.0, 4.0, 5.0],
          "terminations": [False, False, True], "truncations": [False, False, False]},
-    ]  # in the order they ended; copy 1's episode from 30 is still open, so not written
+    ]  # rollout by rollout, copy by copy; copy 1's episode from 30 is still open, so not written
     assert rec.seen == 10
 
 
