@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.peers.mujoco_task import env_only_steps_per_s
+from benchmarks.peers.mujoco_task import contender_env, env_only_steps_per_s
 from benchmarks.peers.processes import interleaved, watch
 from benchmarks.peers.tables import CLEANRL_LINE, cell, flat_figures, json_object, peer_over_rlrun
 
@@ -144,8 +144,6 @@ def run_task(contenders: dict[str, str], versions: dict[str, str], seeds: list[i
              env: dict[str, str], cap_s: float | None = None, log: Callable[..., Any] = print) -> dict[str, Any]:
     """Every contender (``{name: its python}``) on every seed after one untimed warm-up run of the quick budget
     each (its imports' bytecode written) and a measure of the env's own speed in its venv."""
-    from benchmarks.peers.mujoco_task import contender_env
-
     cap = cap_s if cap_s is not None else 300.0 + budget_env_steps / 10.0
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **env}
     names = [n for n in contenders if n in CONTENDERS]
