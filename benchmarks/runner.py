@@ -12,6 +12,8 @@
                                            newest suite file
     rlrun-bench reproduce SUITE [...]      rlrun vs published results (mujoco, classic, atari): sweeps + table
                                            (benchmarks/reproduce.py)
+    rlrun-bench offline --data-root DIR    BC, IQL and CQL on rlrun-made MuJoCo datasets: runs + normalised table
+                                           (benchmarks/offline_table.py)
     rlrun-bench gpu --out DIR [--dry-run]  the GPU kit (benchmarks/gpu, docs/gpu.md): CUDA tests, GPU learner, actors,
                                            Pong, in one call; --dry-run: the same on the CPU, tiny budgets
 
@@ -281,6 +283,10 @@ def _main(argv: list[str]) -> None:
         from benchmarks.reproduce import main as reproduce
 
         sys.exit(reproduce(rest))
+    if command == "offline":  # offline runs on rlrun-made datasets, a D4RL-style table: its own CLI
+        from benchmarks.offline_table import main as offline
+
+        sys.exit(offline(rest))
     if command == "gpu":  # the GPU kit (benchmarks/gpu): stages with their own budgets and output folder
         from benchmarks.gpu.kit import main as kit
 
