@@ -459,7 +459,8 @@ def build_rows(suite: str, out: Path, refs: list[dict[str, Any]], gpu: bool) -> 
             else:
                 row["status"] = "done"
             for ref in refs:
-                if ref["algo"] != group.algo or ref["env"] != env:
+                if ref["algo"] != group.algo or ref["env"] != env or ref.get("env_group", group.env_option) != \
+                        group.env_option:
                     continue
                 if ref["kind"] == "curve":  # a point of the reference's learning curve: shown at the steps reached
                     reached = min(row["env_steps"]) if row["env_steps"] else 0

@@ -203,3 +203,20 @@ def test_a_group_measured_greedily_records_each_runs_evaluation(tmp_path: Path) 
     assert record["final_eval"]["episodes"] == evaluated["episodes"] == 3
     assert rp.final_return(record, group) == evaluated["return_mean"]
     assert rp.final_return(record, dataclasses.replace(group, eval_episodes=None)) == record["episode_return_mean"]
+
+
+def test_a_reference_with_an_env_group_is_matched_only_for_that_env_option(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """MinAtar's Breakout is not Atari's: a dqn row on env=atari Breakout gets none of the MinAtar references."""
+    groups = [rp.Group("dqn-minatar", "dqn", "minatar", ("Breakout",), (0,), 2_000_000),
+              rp.Group("dqn-atari", "dqn", "atari", ("Breakout",), (0,), 2_000_000, env_key="game")]
+    monkeypatch.setitem(rp.SUITES, "both", groups)
+    for group in groups:
+        path = rp.record_path(tmp_path, "both", group, "Breakout", 0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"env": "Breakout", "seed": 0, "env_steps": 2_000_000, "episode_return_mean": 9.0,
+                                    "wall_time_s": 1.0, "env_steps_per_second": 1.0}))
+    minatar, atari = rp.build_rows("both", tmp_path, rp.load_references(), gpu=False)
+    assert [r["id"] for r in minatar["references"]] == ["minatar-dqn-breakout-curve-2m"]
+    assert minatar["references"][0]["ratio"] == pytest.approx(9.0 / 9.6)
+    assert atari["references"] == []
