@@ -40,7 +40,7 @@ PAGE = ROOT / "docs" / "offline.md"
 ENVS = {"hopper": "Hopper-v5", "halfcheetah": "HalfCheetah-v5"}
 DATASETS = ("expert", "medium", "medium-replay")
 ALGOS = ("bc", "iql", "cql")
-GRADIENT_STEPS = 100_000
+GRADIENT_STEPS = 50_000  # a CPU-sized budget (a CQL step is 30 critic passes per state): docs/offline.md
 EVAL_EPISODES = 10
 RANDOM_EPISODES = 100
 
