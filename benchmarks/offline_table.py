@@ -119,6 +119,11 @@ def write_anchors(out: Path, data_root: Path, env: str) -> dict[str, Any] | None
     return anchors[env]
 
 
+def tracking_uri(runs: Path) -> str:
+    """The MLflow store of the table's runs, beside their run directories."""
+    return f"sqlite:///{runs.absolute()}/mlflow.db"
+
+
 def _rlrun(*args: str) -> None:
     rlrun = Path(sys.executable).parent / "rlrun"
     subprocess.run([str(rlrun), *args], check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
@@ -134,7 +139,7 @@ def run_cell(runs: Path, out: Path, data_root: Path, env: str, dataset: str, alg
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if int(summary.get("gradient_steps") or 0) < steps:
-        tracking = f"logger.mlflow.tracking_uri=sqlite:///{runs.absolute()}/mlflow.db"
+        tracking = f"logger.mlflow.tracking_uri={tracking_uri(runs)}"
         if any((run_dir / "checkpoints").glob("*.pt")):
             _rlrun(f"resume={run_dir}", f"stop.gradient_steps={steps}", tracking)
         else:
@@ -263,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
                 cells += [(env, dataset, algo, int(seed)) for algo in a.algos.split(",")
                           for seed in a.seeds.split(",")
                           if not record_path(a.out, env, dataset, algo, int(seed)).exists()]
+        if cells:  # the runs' shared store made once, before parallel runs would race to create its tables
+            from rlrun.logging.mlflow_sink import connect
+
+            a.runs_dir.mkdir(parents=True, exist_ok=True)
+            connect(tracking_uri(a.runs_dir), "rlrun")
         with ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as pool:
             for path in pool.map(lambda c: run_cell(a.runs_dir, a.out, a.data_root, *c, a.gradient_steps), cells):
                 print(f"wrote {path}")
