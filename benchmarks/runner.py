@@ -10,7 +10,7 @@
     rlrun-bench plot                       PNGs over commits from the result files (benchmarks/results/plots/)
     rlrun-bench readme [--result FILE]     regenerate the Performance table (docs/results/performance.md) from the
                                            newest suite file
-    rlrun-bench reproduce SUITE [...]      rlrun vs published results (mujoco, classic, atari): sweeps + table
+    rlrun-bench reproduce SUITE [...]      rlrun vs published results (mujoco, classic, minatar, ...): sweeps + table
                                            (benchmarks/reproduce.py)
     rlrun-bench offline --data-root DIR    BC, IQL and CQL on rlrun-made MuJoCo datasets: runs + normalised table
                                            (benchmarks/offline_table.py)

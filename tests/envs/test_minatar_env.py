@@ -89,6 +89,19 @@ def test_dqn_preset_is_young_and_tian():
     assert compose(["algo=dqn", "env=minatar"]).stop.env_steps == 5_000_000
 
 
+def test_rainbow_preset_is_revisiting_rainbows():
+    """conf/algo_env/rainbow_minatar.yaml: Obando-Ceron & Castro 2021's MinAtar Rainbow (their gin configs): Adam
+    1e-4 (eps 3.125e-4), 51 atoms on [-100, 100], 3-step, prioritised, an update per 4 frames, a target copy per
+    1,000 frames (250 updates), 10M frames."""
+    cfg = compose(["algo=rainbow", "env=minatar"])
+    a = cfg.algo
+    assert [a.network, a.lr, a.adam_eps, a.num_atoms, a.v_min, a.v_max, a.n_step, a.batch_size, a.buffer_size,
+            a.learning_starts, a.train_every, a.target_update_every * a.train_every, a.noisy, a.dueling, a.double_q,
+            a.prioritized_replay] == ["minatar_cnn", 1e-4, 3.125e-4, 51, -100.0, 100.0, 3, 32, 100_000, 1000, 4,
+                                      1000, True, True, True, True]
+    assert cfg.stop.env_steps == 10_000_000
+
+
 @pytest.mark.parametrize("algo", [["algo=dqn", "algo.learning_starts=1900", "stop.env_steps=2000"],
                                   ["algo=ppo", "executor.num_envs=2", "algo.num_epochs=2", "stop.env_steps=512"]],
                          ids=["dqn", "ppo"])
