@@ -130,9 +130,8 @@ SUITES: dict[str, list[Group]] = {
               smoke=("algo.learning_starts=512",)),
         # TD3 and DDPG at SAC's budget, for SAC's reason: a gradient step per env step of 256x256 critics is
         # compute-bound on a CPU core, so 1M steps would take hours a run; compared with CleanRL's curves at 300k
-        # (their 1M table rows shown for scale). Checkpoints every 5 minutes: an interrupted run continues from
-        # its checkpoint with rlrun resume=<its run dir> (the suite harvests it once finished); running the suite
-        # again instead re-runs an unfinished job of its sweep from the start.
+        # (their 1M table rows shown for scale). Checkpoints every 5 minutes: running the suite again continues an
+        # interrupted run from its checkpoint (sweep.resume), as rlrun resume=<its run dir> does by hand.
         Group("td3", "td3", "mujoco", ("HalfCheetah-v5", "Hopper-v5"), (0, 1, 2), 300_000,
               note="conf/algo_env/td3_mujoco.yaml: CleanRL td3_continuous_action.py settings; 300k env steps, "
                    "compared with CleanRL's curve at 300k (its 1M table row shown for scale)",

@@ -373,7 +373,7 @@ def resume_config(saved: dict[str, Any], composed: DictConfig, overrides: Sequen
     refused = []
     for o in parsed:
         key = o.key_or_group
-        if key.startswith("hydra") or key == "resume":
+        if key.startswith("hydra") or key == "resume" or key.split(".")[0] == "sweep":  # not the run's: its driver's
             continue
         if o.is_delete():
             raise ConfigError(f"resume: ~{key} deletes a key, which a resumed run cannot do. Start a new run.")

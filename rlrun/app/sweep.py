@@ -23,9 +23,10 @@ before any job starts and writes its id into ``sweep.json``; each job reads it t
 (tag ``mlflow.parentRunId``). Nothing goes through environment variables or MLflow's fluent API.
 
 Resume: ``rlrun -m <the same overrides> sweep.resume=<sweep dir>`` runs the same sweep in the same directory;
-completed jobs are skipped (their results stay), the others (pending, failed, interrupted, or ``running`` when
-the process was killed) run again from the start, the previous attempt's ``tensorboard/`` and ``summary.json``
-renamed ``*.attempt-N``. A sweep directory that already has a manifest is refused without ``sweep.resume``.
+completed jobs are skipped (their results stay); a job that left a checkpoint (interrupted, or ``running`` when the
+process was killed) continues from it, as ``rlrun resume=<its run dir>`` would; the others (pending, failed before
+a checkpoint) run again from the start, the previous attempt's ``tensorboard/`` and ``summary.json`` renamed
+``*.attempt-N``. A sweep directory that already has a manifest is refused without ``sweep.resume``.
 """
 
 from __future__ import annotations
@@ -470,13 +471,18 @@ def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> flo
         print(f"rlrun: {label}: completed in an earlier attempt ({job.get('run_dir')}), skipped", flush=True)
         return _objective(job)
     attempt = int(job.get("attempts") or 0) + 1
-    if attempt > 1:
+    resumed = attempt > 1 and _has_checkpoint(run_dir)
+    if resumed:  # the previous attempt's checkpoint: continue from it, as rlrun resume=<run dir> does
+        cfg.resume = str(run_dir.resolve())
+    elif attempt > 1:
         _set_aside(run_dir, attempt - 1)
     job.update(num=num, overrides=identity(overrides), group=group_of(overrides), status="running",
                run_dir=str(run_dir.resolve()), pid=os.getpid(), started=_now(), ended=None, error=None,
                exit_code=None, invocation=manifest.get("invocation"), attempts=attempt,
                **{k: None for k in FIGURES})
     write_json(path, job)
+    if resumed:
+        print(f"rlrun: {label}: continuing attempt {attempt - 1} from its checkpoint ({run_dir})", flush=True)
     _link_to_parent(cfg, manifest, overrides, num, sweep_dir)
     try:
         summary = run(cfg)
@@ -508,6 +514,12 @@ def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> flo
 def _objective(job: dict[str, Any]) -> float | None:
     value = job.get("episode_return_mean")
     return None if value is None else float(value)
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    from rlrun.checkpoint import checkpoint_path
+
+    return checkpoint_path(run_dir).is_file()
 
 
 def _set_aside(run_dir: Path, attempt: int) -> None:

@@ -140,6 +140,42 @@ def test_killed_sweep_resumes_skipping_completed_jobs(workdir: Path) -> None:
     assert summary["counts"]["completed"] == 2 and len(summary["jobs"]) == 2
 
 
+def test_an_interrupted_job_continues_from_its_checkpoint_on_resume(workdir: Path) -> None:
+    """Ctrl-C during a sweep's job after its first checkpoint, then sweep.resume: the job continues from the
+    checkpoint its interrupt wrote (as rlrun resume=<run dir>), in the same run directory with the same TensorBoard
+    log, to its budget; nothing is set aside as an earlier attempt."""
+    args = ["-m", "seed=0", "stop.env_steps=30000", "checkpoint.interval_env_steps=1000",
+            "logger.console.enabled=false"]
+    env = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR", "MLFLOW_RUN_ID")}
+    proc = subprocess.Popen([RLRUN, *args, "hydra.sweep.dir=sw"], cwd=workdir, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and not list((workdir / "sw").glob("0-*/checkpoints/latest.pt")):
+            assert proc.poll() is None, "the sweep ended before its job's first checkpoint"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert set(statuses(workdir / "sw").values()) == {"interrupted"}
+    from rlrun import checkpoint as ckpt
+
+    (latest,) = (workdir / "sw").glob("0-*/checkpoints/latest.pt")
+    stopped_at = int(ckpt.load_checkpoint(latest)["loop"]["env_steps"])
+    assert 0 < stopped_at < 30000
+
+    resumed = run_rlrun([*args, "sweep.resume=sw"], workdir, check=True)
+    assert "continuing attempt 1 from its checkpoint" in resumed.stdout
+    (job,) = [json.loads(p.read_text()) for p in (workdir / "sw" / "jobs").glob("*.json")]
+    assert job["status"] == "completed" and job["attempts"] == 2 and job["env_steps"] >= 30000
+    run_dir = Path(job["run_dir"])
+    assert not list(run_dir.glob("*attempt-*"))  # continued, not started again
+    assert int(ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir))["loop"]["env_steps"]) >= 30000
+
+
 def test_joblib_sweep_is_one_parent_run_with_tagged_children_linked_by_explicit_id(workdir: Path) -> None:
     """Jobs in joblib worker processes, 2 of 4 failing: the children link to the sweep's parent run, and an
     inherited MLFLOW_RUN_ID (a decoy run) captures nothing. Children carry seed, group, fingerprint and commit
