@@ -157,12 +157,16 @@ SUITES: dict[str, list[Group]] = {
         Group("pqn", "pqn", "cartpole", ("CartPole-v1",), (0, 1, 2), 500_000, overrides=CLEANRL_PQN_CLASSIC,
               note="CleanRL pqn.py defaults (conf/algo_env/pqn_cartpole.yaml)"),
     ],
-    # MinAtar (Young & Tian 2019): DQN with the paper's settings at 2M frames, against the paper's curves at 2M (its
-    # runs go to 5M). One frame is one agent step; a run takes about two hours on a core of this machine class.
+    # MinAtar: DQN (Young & Tian 2019) and Rainbow (Obando-Ceron & Castro 2021) with the papers' settings at 2M
+    # frames, against the papers' curves at 2M (their runs go on to 5M and 10M). One frame is one agent step; a run
+    # takes about two hours on a core of this machine class.
     "minatar": [
         Group("dqn", "dqn", "minatar", ("Breakout", "Asterix", "Freeway"), (0, 1, 2), 2_000_000,
               note="conf/algo_env/dqn_minatar.yaml (Young & Tian 2019 settings, Adam at their step size); 2M "
                    "frames, compared with their learning curves at 2M", smoke=("algo.learning_starts=512",)),
+        Group("rainbow", "rainbow", "minatar", ("Breakout", "Asterix", "Freeway"), (0, 1, 2), 2_000_000,
+              note="conf/algo_env/rainbow_minatar.yaml (Obando-Ceron & Castro 2021's settings): the first 2M frames "
+                   "of its 10M schedule, compared with their curve at 2M", smoke=("algo.learning_starts=512",)),
     ],
     # Memory on a partially observable task: sb3-contrib's RecurrentPPO settings (RL Zoo ppo_lstm.yml) on
     # CartPoleNoVel-v1, and beside it the same PPO without its core, matched with the same reference: a comparison
