@@ -10,7 +10,8 @@ The sweep directory (``hydra.sweep.dir``, printed at the start) holds, beside Hy
 - ``sweep.json``: the manifest: the MLflow parent run (id, tracking URI, experiment), how many times the sweep
   was started (``invocation``), and each start's overrides, launcher and sweeper;
 - ``jobs/<key>.json``: one status file per job, keyed by a hash of the job's overrides (``sweep.*`` excluded):
-  ``status`` (pending | running | completed | failed | interrupted), ``num``, ``overrides``, ``group`` (the
+  ``status`` (pending | running | completed | failed | interrupted; ``previous_status``: how the last attempt
+  ended, for a pending job run before), ``num``, ``overrides``, ``group`` (the
   overrides less the seed), ``run_dir``, ``mlflow_run_id``, the final figures (``episode_return_mean``,
   ``frames_per_second``, ``env_steps``, ``wall_time_s``, ``stop_reason``) and ``error`` for a failed job;
 - ``sweep_summary.md`` / ``sweep_summary.json``: the tables printed at the end: one row per job, then one per
@@ -23,10 +24,11 @@ before any job starts and writes its id into ``sweep.json``; each job reads it t
 (tag ``mlflow.parentRunId``). Nothing goes through environment variables or MLflow's fluent API.
 
 Resume: ``rlrun -m <the same overrides> sweep.resume=<sweep dir>`` runs the same sweep in the same directory;
-completed jobs are skipped (their results stay); a job that left a checkpoint (interrupted, or ``running`` when the
-process was killed) continues from it, as ``rlrun resume=<its run dir>`` would; the others (pending, failed before
-a checkpoint) run again from the start, the previous attempt's ``tensorboard/`` and ``summary.json`` renamed
-``*.attempt-N``. A sweep directory that already has a manifest is refused without ``sweep.resume``.
+completed jobs are skipped (their results stay); a job stopped from outside after a checkpoint (interrupted, or
+``running`` when the process was killed) continues from it, as ``rlrun resume=<its run dir>`` would; the others
+(pending, failed, stopped before a checkpoint) run again from the start, the previous attempt's ``tensorboard/``,
+``summary.json`` and ``checkpoints/`` renamed ``*.attempt-N``. A sweep directory that already has a manifest is
+refused without ``sweep.resume``.
 """
 
 from __future__ import annotations
@@ -218,6 +220,8 @@ def start_sweep(config: DictConfig) -> dict[str, Any]:
         if job.get("status") == "completed":
             done += 1
         else:
+            if job.get("status") not in (None, "pending"):  # how its last attempt ended: run_job reads it
+                job["previous_status"] = job["status"]
             job["status"] = "pending"
         job.update(num=num, overrides=identity(overrides), group=group_of(overrides),
                    invocation=manifest["invocation"])
@@ -471,8 +475,11 @@ def run_job(cfg: DictConfig, run: Callable[[DictConfig], dict[str, Any]]) -> flo
         print(f"rlrun: {label}: completed in an earlier attempt ({job.get('run_dir')}), skipped", flush=True)
         return _objective(job)
     attempt = int(job.get("attempts") or 0) + 1
-    resumed = attempt > 1 and _has_checkpoint(run_dir)
-    if resumed:  # the previous attempt's checkpoint: continue from it, as rlrun resume=<run dir> does
+    # Stopped from outside (Ctrl-C, a killed process) after a checkpoint: continue from it, as rlrun resume=<run
+    # dir> does. A failed job starts again: its own state may be what failed.
+    ended = job.get("previous_status") if job.get("status") == "pending" else job.get("status")  # the last attempt
+    resumed = ended in ("interrupted", "running") and _has_checkpoint(run_dir)
+    if resumed:
         cfg.resume = str(run_dir.resolve())
     elif attempt > 1:
         _set_aside(run_dir, attempt - 1)
@@ -523,9 +530,11 @@ def _has_checkpoint(run_dir: Path) -> bool:
 
 
 def _set_aside(run_dir: Path, attempt: int) -> None:
-    """Keep a previous attempt's TensorBoard log and summary out of the new attempt's way (and out of plots)."""
+    """Keep a previous attempt's TensorBoard log, summary and checkpoints out of the new attempt's way (out of plots,
+    and out of a later resume of the new attempt)."""
     for name, new in (("tensorboard", f"tensorboard.attempt-{attempt}"),
-                      ("summary.json", f"summary.attempt-{attempt}.json")):
+                      ("summary.json", f"summary.attempt-{attempt}.json"),
+                      ("checkpoints", f"checkpoints.attempt-{attempt}")):
         if (run_dir / name).exists():
             os.replace(run_dir / name, run_dir / new)
 
