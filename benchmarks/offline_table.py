@@ -7,7 +7,8 @@ stop.gradient_steps=<budget>``, then its final policy's greedy return over 10 ep
 normalised as D4RL does: ``100 (return - random) / (expert - random)``, with
 
 - ``random``: the mean return of uniform random actions over 100 episodes (resets seeded 0-99);
-- ``expert``: the mean return of the expert dataset's episodes (the expert policy played greedily, 1000 episodes).
+- ``expert``: the mean return of the expert policy (the expert dataset's checkpoint) played greedily over 100
+  episodes, as ``rlrun eval`` plays it: the policy, not its exploring dataset.
 
 Beside each row, CORL's published scores of the same algorithms on D4RL's counterpart dataset: the claim checked is
 the ordering (IQL and CQL well above BC on medium-replay; all near the expert on expert data), not the numbers,
@@ -43,6 +44,7 @@ ALGOS = ("bc", "iql", "cql")
 GRADIENT_STEPS = 50_000  # a CPU-sized budget (a CQL step is 30 critic passes per state): docs/offline.md
 EVAL_EPISODES = 10
 RANDOM_EPISODES = 100
+EXPERT_EPISODES = 100
 
 # CORL (Tarasov et al. 2022, tinkoff-ai/CORL@6afec90 README, "Last Scores", Gym-MuJoCo): the final policies'
 # normalised scores on D4RL's -v2 counterparts, mean over 4 seeds at 1M gradient steps, by the implementations whose
@@ -103,6 +105,14 @@ def dataset_metadata(data_root: Path, dataset: str) -> dict[str, Any] | None:
     return json.loads(json.dumps(keep, default=lambda v: v.item() if hasattr(v, "item") else str(v)))
 
 
+def expert_return(checkpoint: str, episodes: int = EXPERT_EPISODES) -> dict[str, Any]:
+    """The greedy return of ``checkpoint``'s policy over ``episodes`` episodes (``rlrun eval``'s seeds)."""
+    from rlrun.app.evaluate import evaluate
+
+    result = evaluate(checkpoint, episodes=episodes, write=False)
+    return {"return_mean": float(result.return_mean), "return_std": float(result.return_std), "episodes": episodes}
+
+
 def write_anchors(out: Path, data_root: Path, env: str) -> dict[str, Any] | None:
     """``<out>/anchors.json``: per env, the random and expert returns of the normalisation (kept once measured)."""
     path = out / "anchors.json"
@@ -113,7 +123,7 @@ def write_anchors(out: Path, data_root: Path, env: str) -> dict[str, Any] | None
             return None
         anchors[env] = {"env_id": ENVS[env], "random": random_return(ENVS[env]),
                         "expert": {"dataset": dataset_id(env, "expert"), **expert,
-                                   "return_mean": float(expert["rlrun.return_mean"])}}
+                                   **expert_return(str(expert.get("rlrun.checkpoint") or expert["rlrun.run_dir"]))}}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(anchors, indent=1) + "\n")
     return anchors[env]
@@ -210,8 +220,8 @@ def markdown(rows: list[dict[str, Any]], anchors: dict[str, Any]) -> str:
     lines.append("")
     for a in anchors.values():
         lines.append(f"- {a['env_id']}: random {a['random']['return_mean']:.1f} (uniform actions, "
-                     f"{a['random']['episodes']} episodes), expert {a['expert']['return_mean']:.1f} "
-                     f"({a['expert']['dataset']}, {a['expert'].get('rlrun.episodes')} episodes).")
+                     f"{a['random']['episodes']} episodes), expert {a['expert']['return_mean']:.1f} (the policy of "
+                     f"{a['expert']['dataset']}, greedy, {a['expert']['episodes']} episodes).")
     return "\n".join(lines) + "\n"
 
 

@@ -1,11 +1,14 @@
 """``rlrun collect <run dir or checkpoint> dataset.id=<id> [dataset.episodes=N] [dataset.epsilon=E]
-[dataset.seed=S] [dataset.root=DIR]``: play a run's policy on its env and write the episodes as a Minari dataset,
-the data an offline algorithm learns from (``rlrun algo=iql data=minari data.id=<id>``).
+[dataset.explore=true] [dataset.seed=S] [dataset.root=DIR]``: play a run's policy on its env and write the episodes
+as a Minari dataset, the data an offline algorithm learns from (``rlrun algo=iql data=minari data.id=<id>``).
 
-The policy is the checkpoint's acting policy without exploration (as ``rlrun eval`` builds it), except that with
-``dataset.epsilon`` each action is a uniform random one with that probability: mixed-quality data. The dataset holds
-the env spec (Minari records it), and its metadata the provenance under ``rlrun.*``: the run directory, the
-checkpoint, its env steps, the algorithm, the env, epsilon, the episodes and their mean return. It is written under
+The policy is the checkpoint's acting policy without exploration (as ``rlrun eval`` builds it), or with
+``dataset.explore`` its exploration as in training (a Gaussian policy's sampled actions: the varied actions of a
+stochastic policy that D4RL's datasets hold); with ``dataset.epsilon`` each action is a uniform random one with
+that probability: mixed-quality data. Box actions are kept in the action space's bounds (what a bounded env
+applies). The dataset holds the env spec (Minari records it), and its metadata the provenance under ``rlrun.*``:
+the run directory, the checkpoint, its env steps, the algorithm, the env, epsilon, explore, the episodes and their
+mean return. It is written under
 ``dataset.root``, else ``$MINARI_DATASETS_PATH``, else ``~/.minari/datasets``; nothing is downloaded.
 """
 
@@ -15,6 +18,7 @@ import sys
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Optional, Sequence
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -37,6 +41,9 @@ class CollectConfig(Declared):
     """Whole episodes to play and write."""
     epsilon: float = key(0.0, "[0, 1]")
     """Probability of a uniform random action instead of the policy's at each step (mixed-quality data)."""
+    explore: bool = False
+    """Act with the policy's exploration, as in training (a stochastic policy's sampled actions), instead of
+    greedily."""
     seed: Optional[int] = key(None, "[0, inf)")
     """Seed of the first episode's reset and of the random actions; null: the run's seed + 2000."""
     root: Optional[str] = None
@@ -56,17 +63,18 @@ def collect(target: str, settings: CollectConfig, allow_imports: Sequence[str] =
         seed = int(restored.cfg.seed) + COLLECT_SEED_OFFSET if settings.seed is None else int(settings.seed)
         env = make_env(restored.cfg.env, None)
         try:
-            episodes = _play(restored, env, settings.episodes, settings.epsilon, seed)
+            episodes = _play(restored, env, settings.episodes, settings.epsilon, seed, settings.explore)
             returns = [float(np.sum(ep["rewards"])) for ep in episodes]
             provenance = {"run_dir": str(restored.run_dir.resolve()), "checkpoint": str(restored.checkpoint.resolve()),
                           "checkpoint_env_steps": restored.env_steps, "algo": str(restored.cfg.algo.name),
                           "env": str(restored.cfg.env.id), "epsilon": float(settings.epsilon),
-                          "episodes": len(returns), "return_mean": float(np.mean(returns))}
+                          "explore": bool(settings.explore), "episodes": len(returns),
+                          "return_mean": float(np.mean(returns))}
             dataset = write_minari(settings.id, settings.root, episodes, env.spec,
                                    f"rlrun {restored.cfg.algo.name}", "rlrun collect",
                                    f"{len(returns)} episodes of the {restored.cfg.algo.name} policy of "
                                    f"{provenance['run_dir']} (env step {restored.env_steps}), epsilon "
-                                   f"{settings.epsilon}", provenance)
+                                   f"{settings.epsilon}, explore {settings.explore}", provenance)
         finally:
             env.close()
     finally:
@@ -75,15 +83,20 @@ def collect(target: str, settings: CollectConfig, allow_imports: Sequence[str] =
             **provenance}
 
 
-def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int) -> list[dict[str, np.ndarray]]:
-    """Play ``episodes`` whole episodes of the restored policy (greedy, or uniform with probability ``epsilon``);
-    each as arrays: observations ``[T + 1]``, actions, rewards, terminations, truncations ``[T]``, and the seed
-    of its reset (the first episode's; None after)."""
+def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int,
+          explore: bool = False) -> list[dict[str, np.ndarray]]:
+    """Play ``episodes`` whole episodes of the restored policy (greedy, or exploring as in training with
+    ``explore``; uniform with probability ``epsilon``); each as arrays: observations ``[T + 1]``, actions, rewards,
+    terminations, truncations ``[T]``, and the seed of its reset (the first episode's; None after). The policy's
+    own draws come from torch's generator, seeded with ``seed`` for the call and put back after."""
     policy, space = restored.policy(), restored.spec.observation_space
     rng = np.random.default_rng(seed)
     env.action_space.seed(seed)
+    bounds = ((env.action_space.low, env.action_space.high) if isinstance(env.action_space, gym.spaces.Box)
+              else None)
     out = []
-    with torch.inference_mode():
+    with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed if episode == 0 else None)
             steps: dict[str, list] = {"observations": [obs], "actions": [], "rewards": [], "terminations": [],
@@ -93,8 +106,10 @@ def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int) -> 
                 if epsilon > 0 and rng.random() < epsilon:
                     action = env.action_space.sample()
                 else:
-                    action = policy.get_actions(batch_of_one(space, obs, torch.device("cpu")), explore=False)
+                    action = policy.get_actions(batch_of_one(space, obs, torch.device("cpu")), explore=explore)
                     action = action.cpu().numpy()[0]
+                    if bounds is not None:
+                        action = np.clip(action, *bounds)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 for name, value in (("observations", obs), ("actions", action), ("rewards", float(reward)),
                                     ("terminations", bool(terminated)), ("truncations", bool(truncated))):

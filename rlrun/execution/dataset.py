@@ -184,7 +184,7 @@ def _env_id(dataset: Any) -> str:
     return getattr(env_spec, "id", None) or "unknown"
 
 
-PROVENANCE_KEYS = ("run_dir", "checkpoint", "checkpoint_env_steps", "algo", "env", "epsilon", "episodes",
+PROVENANCE_KEYS = ("run_dir", "checkpoint", "checkpoint_env_steps", "algo", "env", "epsilon", "explore", "episodes",
                    "return_mean", "recorded_env_steps")
 """What ``rlrun collect`` and a recording run (``record_dataset.id``) write into a dataset's metadata under
 ``rlrun.<key>``, and a run logs of its dataset."""

@@ -61,6 +61,24 @@ def test_collect_writes_the_episodes_and_their_provenance(trained: Path, tmp_pat
     assert summary["data"]["provenance.checkpoint_env_steps"] == 304
 
 
+def test_explore_acts_as_in_training_seeded_and_in_bounds(trained: Path, tmp_path: Path):
+    """dataset.explore plays SAC's sampled actions instead of its greedy ones: other actions from the same reset, the
+    same ones again for the same seed, all in Pendulum's [-2, 2]; the provenance says so."""
+    import minari
+
+    def actions(dataset_id: str, explore: bool) -> np.ndarray:
+        collect(str(trained), CollectConfig(id=dataset_id, episodes=1, seed=3, explore=explore, root=str(tmp_path)))
+        with minari_root(str(tmp_path)):
+            dataset = minari.load_dataset(dataset_id)
+            assert dataset.storage.metadata["rlrun.explore"] is explore
+            return next(dataset.iterate_episodes()).actions
+
+    greedy, sampled, again = (actions("pendulum/greedy-v0", False), actions("pendulum/explore-v0", True),
+                              actions("pendulum/explore-v1", True))
+    assert np.array_equal(sampled, again) and not np.allclose(sampled[:5], greedy[:5])
+    assert sampled.min() >= -2.0 and sampled.max() <= 2.0
+
+
 @pytest.mark.parametrize("argv, error, message", [
     (["{run}", "dataset.episodes=2"], ConfigError, "give the new dataset's id"),
     (["{run}", "dataset.id=a-v0", "dataset.epsilon=2"], ConfigError, r"dataset.epsilon=2.0: must be in \[0, 1\]"),

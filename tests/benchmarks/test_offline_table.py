@@ -40,7 +40,7 @@ def _write_anchors(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "anchors.json").write_text(json.dumps({"hopper": {
         "env_id": "Hopper-v5", "random": {"return_mean": 0.0, "return_std": 1.0, "episodes": 100},
-        "expert": {"dataset": "hopper/expert-v0", "return_mean": 2000.0, "rlrun.episodes": 1000}}}))
+        "expert": {"dataset": "hopper/expert-v0", "return_mean": 2000.0, "episodes": 100}}}))
 
 
 def test_rows_are_seed_means_of_normalised_scores(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_table_goes_between_the_page_markers(tmp_path: Path) -> None:
 
 def test_the_path_end_to_end_on_a_tiny_hopper_dataset(tmp_path: Path) -> None:
     """A recorded PPO start as the 'expert' dataset, one BC cell of 200 gradient steps: the run, its greedy
-    evaluation, its record, the anchors (the dataset's own mean return as the expert's) and the table."""
+    evaluation, its record, the anchors (the expert: that run's policy, greedy) and the table."""
     data = tmp_path / "datasets"
     run_rlrun(["algo=ppo", "env=mujoco", "env.id=Hopper-v5", "stop.env_steps=2048", "export.formats=[]",
                "eval.interval_env_steps=null", "record_dataset.id=hopper/expert-v0", f"record_dataset.root={data}",
@@ -86,9 +86,12 @@ def test_the_path_end_to_end_on_a_tiny_hopper_dataset(tmp_path: Path) -> None:
                     str(out), "--page", str(page)]) == 0
     record = json.loads(ot.record_path(out, "hopper", "expert", "bc", 0).read_text())
     assert record["gradient_steps"] == 200 and record["final_eval"]["episodes"] == ot.EVAL_EPISODES
+    from rlrun.app.evaluate import evaluate
+
     meta = ot.dataset_metadata(data, "hopper/expert-v0")
     anchors = json.loads((out / "anchors.json").read_text())["hopper"]
-    assert anchors["expert"]["return_mean"] == pytest.approx(meta["rlrun.return_mean"])
+    greedy = evaluate(tmp_path / "ppo", episodes=ot.EXPERT_EPISODES, write=False)  # the recorded run's policy
+    assert anchors["expert"]["return_mean"] == pytest.approx(greedy.return_mean)
     assert anchors["random"]["episodes"] == ot.RANDOM_EPISODES
     assert record["data"]["transitions"] == meta["total_steps"]
     assert "| hopper/expert-v0 |" in page.read_text()  # medium was skipped: not under the root
