@@ -107,6 +107,8 @@ def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int,
                     action = env.action_space.sample()
                 else:
                     action = policy.get_actions(batch_of_one(space, obs, torch.device("cpu")), explore=explore)
+                    if isinstance(action, tuple):  # an on-policy agent's sample comes with its rollout extras
+                        action = action[0]
                     action = action.cpu().numpy()[0]
                     if bounds is not None:
                         action = np.clip(action, *bounds)

@@ -61,13 +61,21 @@ def test_collect_writes_the_episodes_and_their_provenance(trained: Path, tmp_pat
     assert summary["data"]["provenance.checkpoint_env_steps"] == 304
 
 
-def test_explore_acts_as_in_training_seeded_and_in_bounds(trained: Path, tmp_path: Path):
-    """dataset.explore plays SAC's sampled actions instead of its greedy ones: other actions from the same reset, the
-    same ones again for the same seed, all in Pendulum's [-2, 2]; the provenance says so."""
+@pytest.mark.parametrize("algo", ["sac", "ppo"])
+def test_explore_acts_as_in_training_seeded_and_in_bounds(trained: Path, tmp_path: Path, algo: str):
+    """dataset.explore plays the policy's sampled actions (SAC's; PPO's, which come with its rollout extras) instead
+    of its greedy ones: other actions from the same reset, the same ones again for the same seed, all in Pendulum's
+    [-2, 2]; the provenance says so."""
     import minari
 
+    run = trained
+    if algo == "ppo":
+        run = tmp_path / "ppo"
+        run_experiment(compose(["algo=ppo", "env=pendulum", "stop.env_steps=256", "algo.rollout_steps=128",
+                                "algo.num_epochs=1", "logger=none", "export.formats=[]"]), run)
+
     def actions(dataset_id: str, explore: bool) -> np.ndarray:
-        collect(str(trained), CollectConfig(id=dataset_id, episodes=1, seed=3, explore=explore, root=str(tmp_path)))
+        collect(str(run), CollectConfig(id=dataset_id, episodes=1, seed=3, explore=explore, root=str(tmp_path)))
         with minari_root(str(tmp_path)):
             dataset = minari.load_dataset(dataset_id)
             assert dataset.storage.metadata["rlrun.explore"] is explore
