@@ -199,11 +199,27 @@ def build_rows(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def markdown(rows: list[dict[str, Any]], anchors: dict[str, Any]) -> str:
+def ran_line(out: Path) -> str:
+    """Where and when the records' runs ran, and at what budget: the line above the table."""
+    from benchmarks.reproduce import describe_hardware
+
+    records = [json.loads(p.read_text()) for p in sorted((out / "records").rglob("*.json"))]
+    if not records:
+        return "`rlrun-bench offline`: no run yet."
+    hardware = "; ".join(sorted({describe_hardware(r.get("hardware") or {}) for r in records}))
+    dates = sorted({str((r.get("hardware") or {}).get("date") or "")[:10] for r in records} - {""})
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "undated"
+    steps = ", ".join(f"{s:,}" for s in sorted({int(r["gradient_steps"]) for r in records}))
+    return (f"`rlrun-bench offline`: {hardware}, {when}. {steps} gradient steps a run; each run's final policy, "
+            f"{EVAL_EPISODES} greedy episodes; normalised score, mean ± std over seeds 0, 1, 2.")
+
+
+def markdown(rows: list[dict[str, Any]], anchors: dict[str, Any], ran: str = "") -> str:
     """The table: per dataset each algorithm's normalised score, mean ± std over seeds, and CORL's on D4RL's
-    counterpart dataset."""
+    counterpart dataset; ``ran`` above it."""
     names = [a.upper() for a in ALGOS]
-    lines = [f"| dataset | transitions | {' | '.join(names)} | CORL on D4RL's counterpart ({' / '.join(names)}) |",
+    lines = [*([ran, ""] if ran else []),
+             f"| dataset | transitions | {' | '.join(names)} | CORL on D4RL's counterpart ({' / '.join(names)}) |",
              "| --- | --- |" + " --- |" * (len(ALGOS) + 1)]
     for row in rows:
         cells = []
@@ -238,7 +254,7 @@ def write_table(out: Path, page: Path = PAGE) -> Path:
     path = out / "table.json"
     path.write_text(json.dumps({"eval_episodes": EVAL_EPISODES, "published_source": PUBLISHED_SOURCE,
                                 "anchors": anchors, "rows": rows, "hardware": fingerprint()}, indent=1) + "\n")
-    table = markdown(rows, anchors)
+    table = markdown(rows, anchors, ran_line(out))
     (out / "table.md").write_text(table)
     text = page.read_text() if page.exists() else ""
     if BEGIN in text and END in text:

@@ -66,7 +66,8 @@ def test_table_goes_between_the_page_markers(tmp_path: Path) -> None:
     page.write_text(f"before\n{ot.BEGIN}\nold table\n{ot.END}\nafter\n")
     ot.write_table(tmp_path, page)
     text = page.read_text()
-    assert text.startswith(f"before\n{ot.BEGIN}\n| dataset |") and text.endswith(f"{ot.END}\nafter\n")
+    assert text.startswith(f"before\n{ot.BEGIN}\n`rlrun-bench offline`: ") and text.endswith(f"{ot.END}\nafter\n")
+    assert "1,000 gradient steps a run; each run's final policy, 10 greedy episodes" in text
     assert "old table" not in text
     assert "| hopper/expert-v0 | 5,000 | 100.0 ± 0.0 (1 seed) | not run | not run | (none) |" in text
     assert json.loads((tmp_path / "table.json").read_text())["rows"][0]["cells"]["bc"]["final_returns"] == [2000.0]
