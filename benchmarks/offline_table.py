@@ -41,7 +41,7 @@ PAGE = ROOT / "docs" / "offline.md"
 ENVS = {"hopper": "Hopper-v5", "halfcheetah": "HalfCheetah-v5"}
 DATASETS = ("expert", "medium", "medium-replay")
 ALGOS = ("bc", "iql", "cql")
-GRADIENT_STEPS = 50_000  # a CPU-sized budget (a CQL step is 30 critic passes per state): docs/offline.md
+GRADIENT_STEPS = 50_000  # CPU-sized: a CQL step evaluates its critics at 31 actions per state (docs/offline.md)
 EVAL_EPISODES = 10
 RANDOM_EPISODES = 100
 EXPERT_EPISODES = 100
@@ -144,13 +144,14 @@ def run_cell(runs: Path, out: Path, data_root: Path, env: str, dataset: str, alg
     """Train (or continue) one cell's run to ``steps`` gradient steps, evaluate it and write its record."""
     from benchmarks.common import fingerprint
     from benchmarks.reproduce import greedy_eval
+    from rlrun.checkpoint import checkpoint_path
 
     run_dir = runs / env / dataset / f"{algo}-seed{seed}"
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if int(summary.get("gradient_steps") or 0) < steps:
         tracking = f"logger.mlflow.tracking_uri={tracking_uri(runs)}"
-        if any((run_dir / "checkpoints").glob("*.pt")):
+        if checkpoint_path(run_dir).is_file():
             _rlrun(f"resume={run_dir}", f"stop.gradient_steps={steps}", tracking)
         else:
             shutil.rmtree(run_dir, ignore_errors=True)  # a start that left no checkpoint: begin again
@@ -245,11 +246,12 @@ BEGIN, END = "<!-- offline-table:begin -->", "<!-- offline-table:end -->"
 
 
 def write_table(out: Path, page: Path = PAGE) -> Path:
+    """``<out>/table.json`` and ``table.md`` from the records, and the table between ``page``'s markers."""
+    from benchmarks.common import fingerprint
+
     rows = build_rows(out)
     anchors_path = out / "anchors.json"
     anchors = json.loads(anchors_path.read_text()) if anchors_path.exists() else {}
-    from benchmarks.common import fingerprint
-
     out.mkdir(parents=True, exist_ok=True)
     path = out / "table.json"
     path.write_text(json.dumps({"eval_episodes": EVAL_EPISODES, "published_source": PUBLISHED_SOURCE,

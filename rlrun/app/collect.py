@@ -18,10 +18,10 @@ import sys
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Optional, Sequence
 
-import gymnasium as gym
 import numpy as np
 import torch
 
+from rlrun import spaces as sp
 from rlrun.app.evaluate import batch_of_one, make_env
 from rlrun.errors import ConfigError, did_you_mean
 from rlrun.execution.dataset import check_new_id, write_minari
@@ -92,8 +92,7 @@ def _play(restored: Any, env: Any, episodes: int, epsilon: float, seed: int,
     policy, space = restored.policy(), restored.spec.observation_space
     rng = np.random.default_rng(seed)
     env.action_space.seed(seed)
-    bounds = ((env.action_space.low, env.action_space.high) if isinstance(env.action_space, gym.spaces.Box)
-              else None)
+    bounds = (env.action_space.low, env.action_space.high) if isinstance(env.action_space, sp.Box) else None
     out = []
     with torch.inference_mode(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
