@@ -3,13 +3,16 @@ Experience Replay", ICLR 2018): many actors, each with its own fixed epsilon, co
 their env copies and those transitions' initial priorities (|TD error| under the actor's copy of the network), and
 send both to a prioritised replay split over shards; one learner samples the shards, takes double-Q dueling
 gradient steps, sends the new priorities back, and the actors copy the learner's weights now and then.
+``algo.distribution`` puts C51's or QR-DQN's distributional network and loss in the learner and the actors (the
+distributional part of Rainbow on Ape-X's replay; :func:`make_q_network`).
 
 The dataflow is RLlib Flow's Ape-X plan (Liang et al. 2021, Fig. 5):
 
     store_op  = rollouts (async, per worker)  -> replay shards (add)          ; weight sync when a worker is stale
     replay_op = replay shards (async, bounded prefetch) -> learner update -> update priorities
 
-Read top to bottom: the per-actor epsilons, the actor (acting policy, built in each rollout worker), the learner
+Read top to bottom: the per-actor epsilons, the network and loss the actor and the learner share, the actor
+(acting policy, built in each rollout worker), the learner
 (root component: DQN's learner, ``rlrun.algos.dqn.DQNLearner``, so the networks, loss and gradient step are DQN's),
 then the plan. Its config schema is ``rlrun.algos.apex_config.ApexConfig`` (each key documented there and in
 conf/algo/apex.yaml).
@@ -20,7 +23,10 @@ Choices (where the paper's setting does not carry over as is):
   ``N = executor.num_workers x executor.num_envs_per_worker``, copy j of worker w is ``i = w * per_worker + j``.
 - **Actor priorities** use the actor's copy of the online network for the bootstrap as well (the actors hold no
   target network: the paper's actors copy only the learner's parameters); the learner's own update overwrites
-  them with target-network TD errors the first time an item is replayed.
+  them with target-network TD errors the first time an item is replayed. With a distribution they are the
+  per-item loss (cross-entropy or quantile Huber), as the learner's.
+- **No noisy nets.** Ape-X explores by its ladder of actor epsilons; noisy nets replace epsilon-greedy, so
+  Rainbow's noisy part is left to ``algo=rainbow`` on DQN's plan.
 - **Learner.** ``algo.learner=thread`` (the default): as in the paper, the learner runs as fast as it can on its
   own thread (``rlrun/execution/learner_thread.py``), fed by a bounded queue of prefetched replay batches
   (``algo.learner_queue``); the plan only stores rollouts, feeds the queue, applies the priorities the learner
@@ -45,10 +51,11 @@ from rlrun.algos.apex_config import ApexConfig
 from rlrun.algos.base import DISCRETE, Algorithm, IterationResult, ThreadedLearner
 from rlrun.algos.dqn import DQNLearner
 from rlrun.components.base import Component, api
-from rlrun.components.losses import dqn_td_error
+from rlrun.components.distributional_q import DistributionalLoss, DistributionalQNetwork, distributional_q_loss
+from rlrun.components.losses import DQNLoss, dqn_td_error
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
-from rlrun.components.q_network import QNetwork
+from rlrun.components.q_network import QNetwork, q_loss
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.execution.learner_thread import LearnerThread
@@ -79,6 +86,31 @@ def records_space(obs: sp.Space, actions: sp.Space) -> sp.Dict:
     return sp.Dict({"obs": obs, "action": actions, "reward": scalar, "next_obs": obs, "discount": scalar})
 
 
+# ---------------------------------------------------------------------------------------------------- network
+
+
+def make_q_network(cfg: ApexConfig, name: str) -> Component:
+    """The learner's networks and each actor's: DQN's Q-network, or with ``algo.distribution`` C51's or QR-DQN's
+    (whose ``forward`` is Q, the distribution's mean: acting and epsilon-greedy are the same)."""
+    if cfg.distribution == "none":
+        return QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name=name)
+    size = cfg.num_atoms if cfg.distribution == "categorical" else cfg.num_quantiles
+    return DistributionalQNetwork(cfg.distribution, size, cfg.v_min, cfg.v_max, cfg.network, cfg.hidden_sizes,
+                                  cfg.activation, cfg.dueling, name=name)
+
+
+def make_loss(cfg: ApexConfig) -> Component:
+    """DQN's loss, or the distribution's (QR-DQN's kappa is ``huber_delta``; null: 0, plain quantile regression)."""
+    if cfg.distribution == "none":
+        return DQNLoss(cfg.double_q, cfg.huber_delta)
+    return DistributionalLoss(cfg.distribution, cfg.double_q, kappa=cfg.huber_delta or 0.0)
+
+
+def loss_function(cfg: ApexConfig) -> Any:
+    """``(q, target_q, loss, (batch, weights)) -> (loss, {"td_error": per item})`` for the networks above."""
+    return q_loss if cfg.distribution == "none" else distributional_q_loss
+
+
 # ---------------------------------------------------------------------------------------------------- actor
 
 
@@ -91,7 +123,9 @@ class ApexActor(Component):
     def __init__(self, cfg: ApexConfig, epsilons: Sequence[float], name: str = "apex_actor") -> None:
         super().__init__(name)
         self.cfg = cfg
-        self.q = QNetwork(cfg.network, cfg.hidden_sizes, cfg.activation, cfg.dueling, name="q")
+        self.q = make_q_network(cfg, "q")
+        self.loss = make_loss(cfg)
+        self.loss_of = loss_function(cfg)
         self.n_step = NStepAggregator(cfg.n_step, cfg.gamma)
         self.register_buffer("epsilons", torch.as_tensor(np.asarray(epsilons, dtype=np.float32)))
 
@@ -100,6 +134,7 @@ class ApexActor(Component):
             raise ConfigError(f"algo=apex: the env gives an {MASK_KEY}, which Ape-X's exploring actors do not "
                               f"honour; use algo=dqn (or another algorithm that takes masks, docs/action-masks.md).")
         self.build_child(self.q, obs=obs, actions=actions)
+        self.build_child(self.loss, q=self.q.output("forward"), actions=actions)
         self.build_child(self.n_step, obs=obs, actions=actions)
         self.num_actions = int(actions.n)
         self.output_spaces["get_actions"] = actions
@@ -119,8 +154,11 @@ class ApexActor(Component):
     @api
     def priorities(self, records: dict[str, Any]) -> torch.Tensor:
         """Initial priorities |TD| of n-step transitions under this actor's network (online for selection and
-        evaluation: the actor has no target network), ``[K]`` float32."""
+        evaluation: the actor has no target network), or with a distribution the per-item loss the learner's
+        priorities are; ``[K]`` float32."""
         with torch.no_grad():
+            if self.cfg.distribution != "none":
+                return self.loss_of(self.q, self.q, self.loss, (records, None))[1]["td_error"]
             q = self.q(records["obs"])
             q_next = self.q(records["next_obs"])
             td = dqn_td_error(q, records["action"], records["reward"], records["discount"], q_next,
@@ -176,12 +214,20 @@ def make_actor(cfg: ApexConfig, spec: EnvSpec, epsilons: Sequence[float], envs_p
 class ApexLearner(DQNLearner):
     """The root component: DQN's learner (:class:`rlrun.algos.dqn.DQNLearner`: the online and target Q-networks,
     the DQN loss, the optimizer and its gradient step) on the batches the plan draws from the replay shards, with
-    their importance weights; its ``td_error`` are the new priorities. No replay or exploration of its own (the
-    shards and the actors have them): it acts greedily (evaluation and export), and its weights are the online
-    Q-network (each actor's epsilon is its own and fixed)."""
+    their importance weights; its ``td_error`` are the new priorities. With ``algo.distribution`` its networks and
+    loss are C51's or QR-DQN's (:func:`make_q_network`), as ``C51Agent``'s and ``QRDQNAgent``'s are. No replay or
+    exploration of its own (the shards and the actors have them): it acts greedily (evaluation and export), and its
+    weights are the online Q-network (each actor's epsilon is its own and fixed)."""
 
     def __init__(self, cfg: ApexConfig) -> None:
         super().__init__(cfg, "apex_learner", adam_eps=cfg.adam_eps)
+        self.loss_of = loss_function(cfg)
+
+    def make_q_network(self, name: str) -> Component:
+        return make_q_network(self.cfg, name)
+
+    def make_loss(self) -> Component:
+        return make_loss(self.cfg)
 
 
 def make_shard_memory(capacity: int, cfg: ApexConfig, spec: EnvSpec, seed: int,

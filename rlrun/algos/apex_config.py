@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
+from rlrun.errors import ConfigError
 from rlrun.schema import Declared, key
 
 
@@ -76,8 +77,26 @@ class ApexConfig(Declared):
     dueling: bool = True
     """Dueling Q head, Q = V + A - mean(A) (Wang et al. 2016, Eq. 9). Default: Ape-X DQN uses the dueling head."""
     huber_delta: Optional[float] = key(None, "(0, inf)")
-    """Huber loss threshold on the TD error; null: squared error 0.5 * td^2. Default: the Atari preset uses Huber
-    1.0."""
+    """Huber loss threshold on the TD error; null: squared error 0.5 * td^2. With distribution=quantile it is the
+    quantile Huber loss's kappa (null: the plain quantile regression loss), as QR-DQN's. Default: the Atari preset
+    uses Huber 1.0."""
+    distribution: str = key("none", choices=("none", "categorical", "quantile"))
+    """What the learner and the actors' priorities estimate: none (Ape-X DQN's expected Q-values) | categorical
+    (C51's return distribution on num_atoms atoms over [v_min, v_max], learnt by cross-entropy to the projected
+    target) | quantile (QR-DQN's num_quantiles quantiles, learnt by the quantile Huber loss). With a distribution
+    the priorities are the per-item loss, as Rainbow's (Hessel et al. 2018, Sec. 3), and the actors act on its
+    mean. Default: Ape-X DQN (Horgan et al. 2018)."""
+    num_atoms: int = key(101, "[2, inf)")
+    """distribution=categorical: atoms of the support. Default: CleanRL c51.py (classic control), as algo=c51."""
+    v_min: float = key(-100.0, "any")
+    """distribution=categorical: the lowest atom, in (n-step discounted) reward units. Default: CleanRL c51.py
+    (classic control), as algo=c51."""
+    v_max: float = key(100.0, "any")
+    """distribution=categorical: the highest atom (must be > v_min). Default: CleanRL c51.py (classic control), as
+    algo=c51."""
+    num_quantiles: int = key(10, "[1, inf)")
+    """distribution=quantile: quantiles per action. Default: rl-baselines3-zoo qrdqn.yml CartPole-v1, as
+    algo=qrdqn."""
     max_grad_norm: Optional[float] = key(10.0, "(0, inf)")
     """Global gradient-norm clip; null disables. Default: as rlrun's DQN (paper: 40)."""
     network: str = "auto"
@@ -108,3 +127,9 @@ class ApexConfig(Declared):
     (docs/algorithms/apex.md)."""
     per_eps: float = key(1e-6, "(0, inf)")
     """Added to |TD error| so that no priority is 0. Default: rlrun's PrioritizedReplayMemory default."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.distribution == "categorical" and not self.v_min < self.v_max:
+            raise ConfigError(f"algo.v_min={self.v_min}, algo.v_max={self.v_max}: the support needs v_min < v_max "
+                              f"(e.g. algo.v_min=-10 algo.v_max=10).")

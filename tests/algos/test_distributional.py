@@ -1,5 +1,6 @@
 """C51, QR-DQN, noisy nets and Rainbow: each learns CartPole, runs reproducibly, and refuses bad input (a support
-with v_min >= v_max, zero atoms or quantiles, a Box action space) with one line and exit 2."""
+with v_min >= v_max, zero atoms or quantiles, a Box action space) with one line and exit 2, as Ape-X's
+``algo.distribution`` does (its learning and wiring: tests/algos/test_apex.py)."""
 
 from __future__ import annotations
 
@@ -123,6 +124,10 @@ def test_schema_refuses_an_empty_support() -> None:
      "algo.v_min=10.0, algo.v_max=-10.0: the support needs v_min < v_max"),
     (["algo=rainbow", "algo.num_atoms=0"], "algo.num_atoms=0: must be"),
     (["algo=qrdqn", "algo.num_quantiles=0"], "algo.num_quantiles=0: must be"),
+    (["algo=apex", "algo.distribution=categorical", "algo.v_min=10", "algo.v_max=-10"],
+     "algo.v_min=10.0, algo.v_max=-10.0: the support needs v_min < v_max"),
+    (["algo=apex", "algo.distribution=quantile", "algo.num_quantiles=0"], "algo.num_quantiles=0: must be"),
+    (["algo=apex", "algo.distribution=gaussian"], "algo.distribution=gaussian"),
     (["algo=c51", "env=pendulum"], "algo=c51 needs"),
     (["algo=qrdqn", "env=pendulum"], "algo=qrdqn needs"),
 ])
