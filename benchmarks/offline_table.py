@@ -296,11 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                 cells += [(env, dataset, algo, int(seed)) for algo in a.algos.split(",")
                           for seed in a.seeds.split(",")
                           if not record_path(a.out, env, dataset, algo, int(seed)).exists()]
-        if cells:  # the runs' shared store made once, before parallel runs would race to create its tables
-            from rlrun.logging.mlflow_sink import connect
-
-            a.runs_dir.mkdir(parents=True, exist_ok=True)
-            connect(tracking_uri(a.runs_dir), "rlrun")
+        a.runs_dir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as pool:
             for path in pool.map(lambda c: run_cell(a.runs_dir, a.out, a.data_root, *c, a.gradient_steps), cells):
                 print(f"wrote {path}")

@@ -20,12 +20,13 @@ they are in the run directory already.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterator
 from urllib.parse import urlparse
 
 from rlrun.errors import one_line
@@ -97,6 +98,29 @@ def artifact_root_for(uri: str) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def creation_lock(uri: str) -> Iterator[None]:
+    """Held while a client opens a SQLite store and finds or creates its experiment: an exclusive ``flock`` on the
+    database's directory. Two processes opening one new store at once (a user starting two runs, a sweep's
+    parallel jobs) otherwise race in its table creation and schema migrations, and all but one fail ("table
+    experiments already exists", "duplicate column name"). Other stores (a server) need none, and neither does a
+    platform without ``fcntl``; a directory that does not exist yet is left to the store to report."""
+    folder = Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") else None
+    try:
+        import fcntl
+    except ImportError:
+        folder = None
+    if folder is None or not folder.is_dir():
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def connect(uri: str, experiment: str, probe_timeout_s: float = 3.0) -> tuple[Any, str]:
     """An ``MlflowClient`` for ``uri`` and the id of ``experiment`` (created if missing).
 
@@ -112,11 +136,12 @@ def connect(uri: str, experiment: str, probe_timeout_s: float = 3.0) -> tuple[An
     limit_http_retries()
     probe(uri, probe_timeout_s)
     try:
-        client = MlflowClient(tracking_uri=uri)
-        found = client.get_experiment_by_name(experiment)
-        if found is not None:
-            return client, found.experiment_id
-        return client, client.create_experiment(experiment, artifact_location=artifact_root_for(uri))
+        with creation_lock(uri):
+            client = MlflowClient(tracking_uri=uri)
+            found = client.get_experiment_by_name(experiment)
+            if found is not None:
+                return client, found.experiment_id
+            return client, client.create_experiment(experiment, artifact_location=artifact_root_for(uri))
     except Exception as e:  # noqa: BLE001 - whatever the store raises, the run goes on elsewhere
         raise MLflowUnavailable(f"tracking store {redact_uri(uri)} failed: {one_line(e, 300)}") from None
 

@@ -117,6 +117,34 @@ class _Unavailable(http.server.BaseHTTPRequestHandler):
         pass
 
 
+# Each process connects at the same instant (a shared start time), as a user's two runs or a sweep's parallel jobs
+# on a new store do.
+CONNECT_AT = """
+import sys, time
+from rlrun.logging.mlflow_sink import connect
+start = float(sys.argv[2])
+time.sleep(max(0.0, start - time.time()))
+print(connect(sys.argv[1], "race")[1])
+"""
+
+
+def test_processes_creating_one_new_sqlite_store_at_once_all_connect(tmp_path: Path) -> None:
+    """Four processes open the same new SQLite store together: every one gets the store and the same experiment.
+    Without the creation lock all but one fail in the store's table creation or migrations ("table experiments
+    already exists")."""
+    import subprocess
+    import sys
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    start = f"{time.time() + 8.0:.3f}"  # after the four interpreters have imported mlflow
+    procs = [subprocess.Popen([sys.executable, "-c", CONNECT_AT, uri, start], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-500:] for _, err in results]
+    assert {out.strip() for out, _ in results} == {"1"}
+    assert len(client(uri).search_experiments(filter_string="name = 'race'")) == 1
+
+
 def test_server_answering_503_fails_over_quickly(tmp_path: Path) -> None:
     from rlrun.logging.mlflow_sink import MLflowSink
 
