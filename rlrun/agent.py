@@ -94,6 +94,10 @@ def make_agent(algo: str, observation_space: sp.Space, action_space: sp.Space, s
     if component is None:
         raise ConfigError(f"algo={algo} is not built from components (its make_agent gives nothing): it can only "
                           f"run through the CLI's plan.")
+    if getattr(cfg, "offline", False):
+        raise ConfigError(f"algo={algo} learns from a dataset, on batches its plan draws: train it with the CLI "
+                          f"(rlrun algo={algo} data=minari data.id=<dataset>), then rlrun export <run dir> gives its "
+                          f"policy as a standalone model.")
     if component.learns_from is None:
         raise ConfigError(f"algo={algo}'s agent learns from its plan's distributed parts (e.g. Ape-X: actors and "
                           f"replay shards), not from one application loop: run it with the CLI, or use an agent "

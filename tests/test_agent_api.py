@@ -173,6 +173,14 @@ def test_every_algorithm_acts_observes_and_updates_in_an_applications_loop(algo:
     assert any(not torch.equal(v, after[k]) for k, v in before.items() if v.is_floating_point())
 
 
+@pytest.mark.parametrize("algo", ["bc", "iql", "cql"])
+def test_offline_algorithms_are_refused_with_the_reason(algo: str):
+    space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    with pytest.raises(ConfigError, match=f"algo={algo} learns from a dataset, on batches its plan draws: train it "
+                                          f"with the CLI"):
+        rlrun.make_agent(algo, space, gym.spaces.Box(-1, 1, (1,), np.float32))
+
+
 def test_apex_is_refused_with_the_reason():
     space = gym.spaces.Box(-1, 1, (3,), np.float32)
     with pytest.raises(ConfigError, match="algo=apex's agent learns from its plan's distributed parts"):

@@ -20,7 +20,7 @@ from torch import nn
 from rlrun import spaces as sp
 from rlrun.algos.base import DISCRETE_OR_BOX
 from rlrun.algos.bc_config import BCConfig
-from rlrun.algos.offline import OfflinePlan, learning_batch
+from rlrun.algos.offline import OfflinePlan, learning_batch, obs_normalizer
 from rlrun.components.base import Component, api
 from rlrun.components.continuous_networks import DeterministicActor
 from rlrun.components.networks import MLP
@@ -77,8 +77,11 @@ class BCAgent(Component):
     def __init__(self, cfg: BCConfig, seed: int = 0, name: str = "bc_agent") -> None:
         super().__init__(name)
         self.cfg = cfg
+        self.obs_normalizer = obs_normalizer(cfg)
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        if self.obs_normalizer is not None:
+            self.build_child(self.obs_normalizer, obs=obs)
         hidden, act = list(self.cfg.hidden_sizes), self.cfg.activation
         self.discrete = isinstance(actions, sp.Discrete)
         if self.discrete:
@@ -113,6 +116,8 @@ class BCAgent(Component):
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
         """Env actions ``[B]`` (Discrete: the arg-max, or a sample when exploring) or ``[B, *S]`` (Box: the
         actor's action in the bounds)."""
+        if self.obs_normalizer is not None:
+            obs = self.obs_normalizer(obs)
         if self.discrete:
             logits = self.policy(obs)
             if explore:

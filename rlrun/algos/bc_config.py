@@ -28,6 +28,11 @@ class BCConfig(Declared):
     """Adam learning rate of the policy. Default: CORL any_percent_bc.py actor_lr."""
     batch_size: int = key(256, "[1, inf)")
     """Transitions per gradient step, drawn uniformly from the dataset. Default: CORL batch_size."""
+    normalize_obs: bool = False
+    """Standardise observations by the dataset's mean and std, computed when the run starts; the statistics are the
+    agent's (checkpointed, applied when acting: rlrun eval and exports take raw observations). Default: false, as
+    IQL's and CQL's here, so that the three learn from the same inputs; CORL's any_percent_bc.py sets true
+    (normalize)."""
     updates_per_iteration: int = key(100, "[1, inf)")
     """Gradient steps per training_step() (one report, stop check and checkpoint check each). Default: a round
     number that keeps the loop's overhead small; not a learning setting."""

@@ -16,13 +16,15 @@ true subclass of SAC's agent (its networks, temperature, acting and weights); th
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
+from rlrun import spaces as sp
 from rlrun.algos.base import CONTINUOUS
 from rlrun.algos.cql_config import CQLConfig
 from rlrun.algos.off_policy_continuous import frozen
-from rlrun.algos.offline import OfflinePlan, learning_batch
+from rlrun.algos.offline import OfflinePlan, learning_batch, obs_normalizer
 from rlrun.algos.sac import SACAgent, sac_actor_loss, sac_critic_loss, sac_critic_target
 from rlrun.components.base import api
 from rlrun.components.optimizers import optimizer_step
@@ -55,6 +57,19 @@ class CQLAgent(SACAgent):
 
     def __init__(self, cfg: CQLConfig, seed: int = 0, name: str = "cql_agent") -> None:
         super().__init__(cfg, seed, name)
+        self.obs_normalizer = obs_normalizer(cfg)
+
+    def _build_networks(self, obs: sp.Space, unit: sp.Box) -> None:
+        if self.obs_normalizer is not None:
+            self.build_child(self.obs_normalizer, obs=obs)
+        super()._build_networks(obs, unit)
+
+    @api
+    def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
+        """SAC's acting, on observations standardised with ``algo.normalize_obs``."""
+        if self.obs_normalizer is not None:
+            obs = self.obs_normalizer(obs)
+        return super().get_actions(obs, explore)
 
     def learning_batch(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """A dataset batch with the discount and the action in ``[-1, 1]``."""

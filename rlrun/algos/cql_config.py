@@ -50,6 +50,10 @@ class CQLConfig(Declared):
     recorded as data.reward_scale. Default: 1, the rewards as they are (CORL's normalize_reward false on MuJoCo)."""
     batch_size: int = key(256, "[1, inf)")
     """Transitions per gradient step, drawn uniformly from the dataset. Default: paper, CORL."""
+    normalize_obs: bool = False
+    """Standardise observations by the dataset's mean and std, computed when the run starts; the statistics are the
+    agent's (checkpointed, applied when acting: rlrun eval and exports take raw observations). Default: false, as
+    the paper's reference implementation (aviralkumar2907/CQL); CORL's cql.py sets true (normalize)."""
     updates_per_iteration: int = key(100, "[1, inf)")
     """Gradient steps per training_step() (one report, stop check and checkpoint check each). Default: a round
     number that keeps the loop's overhead small; not a learning setting."""

@@ -23,7 +23,7 @@ from rlrun import spaces as sp
 from rlrun.algos.base import CONTINUOUS
 from rlrun.algos.iql_config import IQLConfig
 from rlrun.algos.off_policy_continuous import ContinuousOffPolicyAgent, critic_regression_loss
-from rlrun.algos.offline import OfflinePlan, learning_batch
+from rlrun.algos.offline import OfflinePlan, learning_batch, obs_normalizer
 from rlrun.components.base import api
 from rlrun.components.continuous_networks import DeterministicActor, TwinQ, ValueFunction
 from rlrun.components.optimizers import optimizer_step
@@ -70,8 +70,11 @@ class IQLAgent(ContinuousOffPolicyAgent):
         self.critic = TwinQ(hidden, act, name="critic")
         self.target_critic = TwinQ(hidden, act, name="target_critic")
         self.value = ValueFunction(hidden, act, name="value")
+        self.obs_normalizer = obs_normalizer(cfg)
 
     def _build_networks(self, obs: sp.Space, unit: sp.Box) -> None:
+        if self.obs_normalizer is not None:
+            self.build_child(self.obs_normalizer, obs=obs)
         self.build_child(self.actor, obs=obs, actions=unit)
         self.build_child(self.critic, obs=obs, actions=unit)
         self.build_target_copy(self.target_critic, self.critic, obs=obs, actions=unit)
@@ -91,6 +94,8 @@ class IQLAgent(ContinuousOffPolicyAgent):
     @api
     def get_actions(self, obs: Any, explore: bool = True) -> torch.Tensor:
         """Env actions ``[B, *S]``: the actor's, rescaled to the Box bounds (the same whether exploring or not)."""
+        if self.obs_normalizer is not None:
+            obs = self.obs_normalizer(obs)
         return self._to_env(self.actor(obs))
 
     @api

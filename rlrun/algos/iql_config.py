@@ -51,6 +51,11 @@ class IQLConfig(Declared):
     """Upper clip of the advantage weights. Default: paper's implementation and CORL (EXP_ADV_MAX = 100)."""
     batch_size: int = key(256, "[1, inf)")
     """Transitions per gradient step, drawn uniformly from the dataset. Default: paper Appendix B."""
+    normalize_obs: bool = False
+    """Standardise observations by the dataset's mean and std, computed when the run starts; the statistics are the
+    agent's (checkpointed, applied when acting: rlrun eval and exports take raw observations). Default: false, as
+    the paper's reference implementation (ikostrikov/implicit_q_learning normalises rewards only); CORL's iql.py
+    sets true (normalize)."""
     updates_per_iteration: int = key(100, "[1, inf)")
     """Gradient steps per training_step() (one report, stop check and checkpoint check each). Default: a round
     number that keeps the loop's overhead small; not a learning setting."""

@@ -7,6 +7,10 @@ plan checkpoints, so a resumed run draws what an uninterrupted one would), their
 ``reward_scale`` (fixed when the run starts, checkpointed too). It takes no env steps: the run's budget
 is ``stop.gradient_steps``, and the policy is evaluated on the env with ``rlrun eval <run dir>``. Built without a
 dataset (``rlrun eval``, ``rlrun export``), the plan is its agent alone.
+
+With ``algo.normalize_obs`` the agent carries an :func:`obs_normalizer` whose statistics are the dataset's
+observations' (CORL's ``normalize``): the plan sets them when a run starts and standardises each batch's ``obs``
+and ``next_obs``; the agent applies it when acting, so evaluation and exports take the env's raw observations.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 import torch
 
 from rlrun.algos.base import Algorithm, IterationResult
+from rlrun.components.normalizers import ObservationNormalizer
 from rlrun.envs.gym_env import EnvSpec
 from rlrun.errors import ConfigError
 from rlrun.metric_names import GRADIENT_STEPS
@@ -31,6 +36,12 @@ def learning_batch(batch: dict[str, torch.Tensor], gamma: float, action_scale: t
     if action_scale is not None:
         out["action"] = ((batch["action"].float() - action_bias) / action_scale).clamp(-1.0, 1.0)
     return out
+
+
+def obs_normalizer(cfg: Any) -> ObservationNormalizer | None:
+    """An offline agent's observation normaliser (``algo.normalize_obs``), None without; the plan folds the dataset's
+    observations into its statistics, which nothing updates afterwards."""
+    return ObservationNormalizer(name="obs_normalizer") if cfg.normalize_obs else None
 
 
 class OfflinePlan(Algorithm):
@@ -60,6 +71,9 @@ class OfflinePlan(Algorithm):
         if scale is None:
             scale = data.return_range_scale() if data is not None else 1.0  # no data: rlrun eval, nothing learnt
         self.reward_scale = float(scale)
+        self.obs_normalizer = self.agent.obs_normalizer
+        if self.obs_normalizer is not None and data is not None:  # a resumed run's checkpoint then restores the same
+            self.obs_normalizer.update(torch.as_tensor(data.obs, device=device))
 
     def training_step(self) -> IterationResult:
         if self.data is None:
@@ -78,9 +92,11 @@ class OfflinePlan(Algorithm):
 
     def sample(self) -> dict[str, torch.Tensor]:
         """``batch_size`` transitions of the dataset (the plan's generator draws them), rewards times
-        ``reward_scale``."""
+        ``reward_scale``, observations standardised with ``algo.normalize_obs``."""
         batch = self.data.sample(self.cfg.batch_size, self.generator, self.device)
         batch["reward"] = batch["reward"] * self.reward_scale
+        if self.obs_normalizer is not None:
+            batch["obs"], batch["next_obs"] = self.obs_normalizer(batch["obs"]), self.obs_normalizer(batch["next_obs"])
         return batch
 
     def state_dict(self) -> dict[str, Any]:

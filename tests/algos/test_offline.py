@@ -295,6 +295,7 @@ def test_bc_clones_the_cartpole_expert_from_mixed_data(root: Path, tmp_path: Pat
 
 @pytest.mark.parametrize("algo, extra", [
     ("bc", ["algo.lr=1e-3"]),
+    ("bc", ["algo.lr=1e-3", "algo.normalize_obs=true"]),  # learns on standardised obs, acts on the env's raw ones
     # Pendulum's mixed returns span about 360, so IQL's default normalisation (reward_scale null) multiplies rewards
     # by 2.7 and sharpens the weights; within 2,000 gradient steps the target critics have made about ten backups
     # (tau 0.005), too few to see the swing-up's delayed gain, and sharp weights then prefer myopic actions. Mild
@@ -332,6 +333,38 @@ def test_cql_learns_to_balance_from_mixed_data(root: Path, tmp_path: Path):
     run_experiment(cfg, tmp_path / "run")
     result = evaluate(tmp_path / "run", episodes=5, write=False)
     assert dataset_mean < 150 and result.return_mean > 2 * dataset_mean, (dataset_mean, result.returns)
+
+
+@pytest.mark.parametrize("algo", ["bc", "iql", "cql"])
+def test_normalize_obs_uses_the_datasets_statistics_and_acts_on_raw_observations(root: Path, tmp_path: Path,
+                                                                                  algo: str):
+    """algo.normalize_obs=true: the checkpointed statistics are the mean and variance of the dataset's observations
+    (numpy's, here), and acting on a raw observation (what rlrun eval and exports feed) is acting without the
+    normaliser on the standardised one, which is what the agent learnt on."""
+    from rlrun.envs.gym_env import EnvSpec
+    from rlrun.registry import registry
+
+    run_experiment(compose(offline(root, algo, "pendulum", "pendulum/mixed-v0", "algo.normalize_obs=true",
+                                   "algo.hidden_sizes=[16]", "algo.updates_per_iteration=10",
+                                   "stop.gradient_steps=20")), tmp_path / "run")
+    state = ckpt.load_checkpoint(ckpt.checkpoint_path(tmp_path / "run"))["algo"]["agent"]
+    obs = TransitionDataset.from_episodes(_episodes(root, "pendulum/mixed-v0")).obs.astype(np.float64)
+    mean, var = state["obs_normalizer.stats.mean"], state["obs_normalizer.stats.var"]
+    np.testing.assert_allclose(mean.numpy(), obs.mean(0), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(var.numpy(), obs.var(0), rtol=1e-6)
+
+    env = gym.make("Pendulum-v1")
+    cfg = registry.schema("algo", algo)(normalize_obs=True, hidden_sizes=[16])
+    spec = EnvSpec(id="Pendulum-v1", observation_space=env.observation_space, action_space=env.action_space)
+    agent = registry.get("algo", algo).make_agent(cfg, spec, 0)  # as rlrun eval builds it
+    agent.load_state_dict(state)
+    raw = torch.as_tensor(obs[:16], dtype=torch.float32)
+    standardised = ((raw.double() - mean) / torch.sqrt(var + 1e-8)).clamp(-10, 10).float()
+    with torch.no_grad():
+        acted = agent.get_actions(raw, explore=False)
+        agent.obs_normalizer = None
+        torch.testing.assert_close(acted, agent.get_actions(standardised, explore=False))
+        assert not torch.allclose(acted, agent.get_actions(raw, explore=False))  # the statistics matter here
 
 
 # ---------------------------------------------------------------------------------------------------- resume
