@@ -318,10 +318,10 @@ def test_learns_cartpole_with_a_distribution_on_the_local_executor(tmp_path: Pat
 def test_learns_cartpole_with_the_learner_thread_on_the_local_executor(tmp_path: Path) -> None:
     """Thread mode (the default): the learner learns on its own thread while the plan samples; a fixed 40k env
     steps, then the greedy policy from the final checkpoint: 10 episodes, mean >= 100 (random play: ~22). Not
-    deterministic: the replay ratio is what the learner managed while sharing 2 busy cores with the sampling (here
-    22.8 and 23.6 samples per env step; the cap is 32), and greedy means after 30k steps were 149, 407 and above
-    in runs of seed 0, so the bar has room for that spread. The solved stop (CartPole's training mean 475) is off: one
-    CI run (2026-11-28) reached it before 40k steps, which this test, about a fixed budget, read as a failure."""
+    deterministic: the replay ratio is what the learner manages while sharing 2 busy cores with the sampling (below
+    the cap of 32), and the greedy policy of one seed varies from run to run, so the bar is well below what a good
+    run reaches. The solved stop (CartPole's training mean 475) is off: a run can reach it before 40k steps, and this
+    test is about a fixed budget."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from rlrun.app.evaluate import evaluate
@@ -345,12 +345,9 @@ def test_learns_cartpole_with_two_workers_on_the_ray_executor(tmp_path: Path) ->
     path): 10 episodes, mean >= 100 (random play: ~22; the bar of the learner-thread test above). The training mean
     (``episode/return_mean``) is no measure here: it averages every actor's episodes, and the actors with epsilon
     0.4 and 0.16 end theirs far sooner, so they supply most of them (with 8 actors it stayed near 150 while the
-    greedy policy held 500: one run ended at 144 after 60k steps). On Ray the order rollouts arrive in varies, so a
-    seed does not fix the run: greedy means after 30k steps were 183-499 over seeds 0, 1, 3, 4 (seed 0: 499), after
-    25k 156-274 over seeds 0-2; the local executor's test, which is deterministic, asks for a training mean of 195.
-    One full-suite run (2026-11-25, seed 0) ended at 107.6 after 30k: the budget is 40k since; another (2026-11-28)
-    at 149.6 after 40k, the greedy policy of one checkpoint being where DQN's CartPole curve oscillates: the bar is
-    100 since."""
+    greedy policy held 500). On Ray the order rollouts arrive in varies, so a seed does not fix the run, and the
+    greedy policy of one checkpoint can sit where DQN's CartPole curve oscillates: the budget and the bar leave room
+    for both; the local executor's test, which is deterministic, asks for a training mean of 195."""
     from rlrun.app.evaluate import evaluate
 
     summary = run_experiment(compose([*TWO_WORKERS_RAY, *QUIET, "seed=0", "stop.env_steps=40000",
@@ -467,8 +464,8 @@ def test_atari_smoke_cli_on_the_ray_executor(workdir: Path, kind: str) -> None:
     ``algo.distribution=categorical`` the Ray actors and the learner hold the preset's 51-atom head.
     ``algo.learner=sync``: the gradient steps owed after ``learning_starts`` are taken inside the plan, so the run
     has some whatever the timing. With the learner thread (the default), 160 env steps can all arrive before the
-    thread's first Nature-CNN update ends, and a full-suite run (2026-11-28) ended with none; the learner thread on
-    Ray is what ``test_learns_cartpole_with_two_workers_on_the_ray_executor`` trains with."""
+    thread's first Nature-CNN update ends, leaving none; the learner thread on Ray is what
+    ``test_learns_cartpole_with_two_workers_on_the_ray_executor`` trains with."""
     from rlrun.checkpoint import load_checkpoint
 
     run_rlrun([*ATARI_TINY, *SYNC, "executor=ray", "executor.num_cpus=2", "executor.num_envs_per_worker=1",
