@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rlrun.errors import ConfigError
+from rlrun.logging.mlflow_sink import sqlite_file
 
 INSTALL = "pip install 'rlrun[mlflow-ui]' (or make ui in a checkout)"
 
@@ -46,8 +47,9 @@ def check(store: str) -> None:
     if not has_web_app():
         raise ConfigError(f"rlrun ui: the MLflow UI needs the full mlflow package (the default install records "
                           f"runs with mlflow-skinny, which has no UI): {INSTALL}.")
-    if store.startswith("sqlite:///") and not Path(store[len("sqlite:///"):]).is_file():
-        raise ConfigError(f"rlrun ui: no MLflow store at {store[len('sqlite:///'):]}: run rlrun from this directory "
+    database = sqlite_file(store)
+    if database is not None and not database.is_file():
+        raise ConfigError(f"rlrun ui: no MLflow store at {database}: run rlrun from this directory "
                           f"first, or name a store with --store URI.")
 
 

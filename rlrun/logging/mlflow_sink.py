@@ -90,12 +90,16 @@ def probe(uri: str, timeout_s: float) -> None:
         raise MLflowUnavailable(f"tracking server {redact_uri(uri)} is unreachable ({reason})") from None
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///<path>`` store; None for other stores."""
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
 def artifact_root_for(uri: str) -> str | None:
     """``mlartifacts/`` beside a sqlite database (absolute, so it does not depend on the working directory);
     None (the server's choice) for other stores."""
-    if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri()
-    return None
+    database = sqlite_file(uri)
+    return None if database is None else (database.parent / "mlartifacts").as_uri()
 
 
 @contextlib.contextmanager
@@ -105,7 +109,8 @@ def creation_lock(uri: str) -> Iterator[None]:
     parallel jobs) otherwise race in its table creation and schema migrations, and all but one fail ("table
     experiments already exists", "duplicate column name"). Other stores (a server) need none, and neither does a
     platform without ``fcntl``; a directory that does not exist yet is left to the store to report."""
-    folder = Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") else None
+    database = sqlite_file(uri)
+    folder = None if database is None else database.parent
     try:
         import fcntl
     except ImportError:
