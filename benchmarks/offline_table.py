@@ -17,6 +17,8 @@ which are of other datasets and other budgets.
     rlrun-bench offline --data-root DIR [--envs hopper] [--algos bc,iql] [--seeds 0] [--jobs 2]   run + table
     rlrun-bench offline --table-only                                                              only the table
 
+A variant (``--algos iql-norm``, :data:`VARIANTS`) is an algorithm's runs with some keys changed, a column of its own.
+
 A cell's record (``benchmarks/results/offline/records/<env>/<dataset>/<algo>-seed<S>.json``) is written when its run
 is finished and evaluated, so the table grows across sessions; a run stopped part-way continues from its last
 checkpoint (``rlrun resume=``). Run directories stay under ``--runs-dir`` (not committed).
@@ -41,6 +43,13 @@ PAGE = ROOT / "docs" / "offline.md"
 ENVS = {"hopper": "Hopper-v5", "halfcheetah": "HalfCheetah-v5"}
 DATASETS = ("expert", "medium", "medium-replay")
 ALGOS = ("bc", "iql", "cql")
+# A variant is a column of its own: an algorithm's runs with some keys changed (``--algos iql-norm``), shown where it
+# has records. Its published score beside it is its algorithm's.
+VARIANTS = {
+    # CORL's configs standardise observations by the dataset's statistics (``normalize``) for every Gym-MuJoCo
+    # dataset; the paper's reference implementation, whose settings are IQL's defaults, does not.
+    "iql-norm": ("iql", ("algo.normalize_obs=true",), "IQL, obs. normalised"),
+}
 GRADIENT_STEPS = 50_000  # CPU-sized: a CQL step evaluates its critics at 31 actions per state (docs/offline.md)
 EVAL_EPISODES = 10
 RANDOM_EPISODES = 100
@@ -65,6 +74,25 @@ def dataset_id(env: str, dataset: str) -> str:
 
 def record_path(out: Path, env: str, dataset: str, algo: str, seed: int) -> Path:
     return out / "records" / env / dataset / f"{algo}-seed{seed}.json"
+
+
+def cell_algo(column: str) -> tuple[str, tuple[str, ...]]:
+    """A column's algorithm and the keys its runs change: ``iql-norm`` is ``iql`` with ``algo.normalize_obs=true``;
+    an algorithm's own column changes nothing."""
+    if column in VARIANTS:
+        return VARIANTS[column][0], VARIANTS[column][1]
+    if column not in ALGOS:
+        raise ValueError(f"unknown algorithm {column!r}: give one of {', '.join((*ALGOS, *VARIANTS))}")
+    return column, ()
+
+
+def table_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The table's columns: every algorithm, then each variant that has a cell in ``rows``."""
+    return [*ALGOS, *(v for v in VARIANTS if any(v in row["cells"] for row in rows))]
+
+
+def column_name(column: str) -> str:
+    return VARIANTS[column][2] if column in VARIANTS else column.upper()
 
 
 def normalised(value: float, random: float, expert: float) -> float:
@@ -139,14 +167,16 @@ def _rlrun(*args: str) -> None:
     subprocess.run([str(rlrun), *args], check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 
 
-def run_cell(runs: Path, out: Path, data_root: Path, env: str, dataset: str, algo: str, seed: int,
+def run_cell(runs: Path, out: Path, data_root: Path, env: str, dataset: str, column: str, seed: int,
              steps: int) -> Path:
-    """Train (or continue) one cell's run to ``steps`` gradient steps, evaluate it and write its record."""
+    """Train (or continue) one cell's run to ``steps`` gradient steps, evaluate it and write its record;
+    ``column`` is an algorithm or a variant (:data:`VARIANTS`)."""
     from benchmarks.common import fingerprint
     from benchmarks.reproduce import greedy_eval
     from rlrun.checkpoint import checkpoint_path
 
-    run_dir = runs / env / dataset / f"{algo}-seed{seed}"
+    algo, changed = cell_algo(column)
+    run_dir = runs / env / dataset / f"{column}-seed{seed}"
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if int(summary.get("gradient_steps") or 0) < steps:
@@ -158,21 +188,22 @@ def run_cell(runs: Path, out: Path, data_root: Path, env: str, dataset: str, alg
             _rlrun(f"algo={algo}", "env=mujoco", f"env.id={ENVS[env]}", "data=minari",
                    f"data.id={dataset_id(env, dataset)}", f"data.root={data_root}", f"seed={seed}",
                    f"stop.gradient_steps={steps}", "checkpoint.interval_minutes=5", "export.formats=[]",
-                   "logger.console.interval_s=60", f"hydra.run.dir={run_dir}", tracking)
+                   "logger.console.interval_s=60", f"hydra.run.dir={run_dir}", tracking, *changed)
         summary = json.loads(summary_path.read_text())
-    record = {"env": env, "env_id": ENVS[env], "dataset": dataset_id(env, dataset), "algo": algo, "seed": seed,
+    record = {"env": env, "env_id": ENVS[env], "dataset": dataset_id(env, dataset), "algo": algo,
+              **({"variant": column, "overrides": list(changed)} if changed else {}), "seed": seed,
               "gradient_steps": summary.get("gradient_steps"), "wall_time_s": summary.get("wall_time_s"),
               "data": summary.get("data"), "final_eval": greedy_eval(run_dir, EVAL_EPISODES),
               "hardware": fingerprint()}
-    path = record_path(out, env, dataset, algo, seed)
+    path = record_path(out, env, dataset, column, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
 
 
 def build_rows(out: Path) -> list[dict[str, Any]]:
-    """One row per (env, dataset): per algorithm the seeds' normalised finals, their mean ± std, the published
-    score beside it."""
+    """One row per (env, dataset): per algorithm or variant the seeds' normalised finals, their mean ± std, the
+    published score of its algorithm beside it."""
     path = out / "anchors.json"
     anchors = json.loads(path.read_text()) if path.exists() else {}
     rows = []
@@ -182,18 +213,18 @@ def build_rows(out: Path) -> list[dict[str, Any]]:
         random, expert = anchors[env]["random"]["return_mean"], anchors[env]["expert"]["return_mean"]
         for dataset in DATASETS:
             row: dict[str, Any] = {"env": env, "dataset": dataset_id(env, dataset), "cells": {}}
-            for algo in ALGOS:
+            for column in (*ALGOS, *VARIANTS):
                 records = [json.loads(p.read_text())
-                           for p in sorted((out / "records" / env / dataset).glob(f"{algo}-seed*.json"))]
+                           for p in sorted((out / "records" / env / dataset).glob(f"{column}-seed*.json"))]
                 if not records:
                     continue
                 scores = [normalised(r["final_eval"]["return_mean"], random, expert) for r in records]
-                row["cells"][algo] = {
+                row["cells"][column] = {
                     "seeds": [r["seed"] for r in records], "scores": [round(s, 1) for s in scores],
                     "mean": float(np.mean(scores)), "std": float(np.std(scores)),
                     "gradient_steps": sorted({r["gradient_steps"] for r in records}),
                     "final_returns": [r["final_eval"]["return_mean"] for r in records],
-                    "published": PUBLISHED.get((env, dataset), {}).get(algo)}
+                    "published": PUBLISHED.get((env, dataset), {}).get(cell_algo(column)[0])}
                 row["transitions"] = (records[0].get("data") or {}).get("transitions")
             if row["cells"]:
                 rows.append(row)
@@ -216,16 +247,18 @@ def ran_line(out: Path) -> str:
 
 
 def markdown(rows: list[dict[str, Any]], anchors: dict[str, Any], ran: str = "") -> str:
-    """The table: per dataset each algorithm's normalised score, mean ± std over seeds, and CORL's on D4RL's
-    counterpart dataset; ``ran`` above it."""
-    names = [a.upper() for a in ALGOS]
+    """The table: per dataset each algorithm's (and variant's) normalised score, mean ± std over seeds, and CORL's
+    on D4RL's counterpart dataset; ``ran`` above it."""
+    shown = table_columns(rows)
+    names, theirs_names = [column_name(c) for c in shown], [a.upper() for a in ALGOS]
     lines = [*([ran, ""] if ran else []),
-             f"| dataset | transitions | {' | '.join(names)} | CORL on D4RL's counterpart ({' / '.join(names)}) |",
-             "| --- | --- |" + " --- |" * (len(ALGOS) + 1)]
+             f"| dataset | transitions | {' | '.join(names)} | CORL on D4RL's counterpart "
+             f"({' / '.join(theirs_names)}) |",
+             "| --- | --- |" + " --- |" * (len(shown) + 1)]
     for row in rows:
         cells = []
-        for algo in ALGOS:
-            c = row["cells"].get(algo)
+        for column in shown:
+            c = row["cells"].get(column)
             n = len(c["seeds"]) if c else 0
             cells.append(f"{c['mean']:.1f} ± {c['std']:.1f}" + (f" ({n} seed{'s' * (n > 1)})" if n != 3 else "")
                          if c else "not run")
@@ -271,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-root", type=Path, help="the folder of the datasets (data.root of the runs)")
     p.add_argument("--envs", default=",".join(ENVS))
     p.add_argument("--datasets", default=",".join(DATASETS))
-    p.add_argument("--algos", default=",".join(ALGOS))
+    p.add_argument("--algos", default=",".join(ALGOS),
+                   help=f"algorithms or variants, any of {', '.join((*ALGOS, *VARIANTS))}")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--gradient-steps", type=int, default=GRADIENT_STEPS)
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
@@ -283,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     if not a.table_only:
         if a.data_root is None:
             p.error("--data-root is required to run (the folder the recipes on docs/offline.md wrote to)")
+        algos = a.algos.split(",")
+        for algo in algos:
+            try:
+                cell_algo(algo)
+            except ValueError as e:
+                p.error(f"--algos: {e}")
         cells = []
         for env in a.envs.split(","):
             if write_anchors(a.out, a.data_root, env) is None:
@@ -293,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 if dataset_metadata(a.data_root, dataset_id(env, dataset)) is None:
                     print(f"skipped {dataset_id(env, dataset)}: not under {a.data_root}", file=sys.stderr)
                     continue
-                cells += [(env, dataset, algo, int(seed)) for algo in a.algos.split(",")
+                cells += [(env, dataset, algo, int(seed)) for algo in algos
                           for seed in a.seeds.split(",")
                           if not record_path(a.out, env, dataset, algo, int(seed)).exists()]
         a.runs_dir.mkdir(parents=True, exist_ok=True)

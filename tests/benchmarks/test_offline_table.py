@@ -59,6 +59,31 @@ def test_rows_are_seed_means_of_normalised_scores(tmp_path: Path) -> None:
                     "| 29.8 / 97.4 / 95.1 |")
 
 
+def test_a_variant_is_its_algorithm_with_keys_changed_in_a_column_of_its_own(tmp_path: Path) -> None:
+    assert ot.cell_algo("iql") == ("iql", ())
+    assert ot.cell_algo("iql-norm") == ("iql", ("algo.normalize_obs=true",))
+    with pytest.raises(ValueError, match="unknown algorithm 'iql-fast'"):
+        ot.cell_algo("iql-fast")
+    _write_anchors(tmp_path)
+    _write_record(tmp_path, "hopper", "medium", "iql", 0, 400.0)  # 20
+    _write_record(tmp_path, "hopper", "medium", "iql-norm", 0, 1000.0)  # 50
+    rows = ot.build_rows(tmp_path)
+    assert rows[0]["cells"]["iql-norm"]["mean"] == pytest.approx(50.0)
+    assert rows[0]["cells"]["iql-norm"]["published"] == rows[0]["cells"]["iql"]["published"] == 67.53
+    lines = ot.markdown(rows, {}).splitlines()
+    assert lines[0] == ("| dataset | transitions | BC | IQL | CQL | IQL, obs. normalised "
+                        "| CORL on D4RL's counterpart (BC / IQL / CQL) |")
+    assert lines[2] == ("| hopper/medium-v0 | 5,000 | not run | 20.0 ± 0.0 (1 seed) | not run | 50.0 ± 0.0 (1 seed) "
+                        "| 53.5 / 67.5 / 59.1 |")
+
+
+def test_an_unknown_algorithm_exits_2_naming_the_choices(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        ot.main(["--data-root", str(tmp_path), "--algos", "bc,iql-fast", "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    assert "unknown algorithm 'iql-fast': give one of bc, iql, cql, iql-norm" in capsys.readouterr().err
+
+
 def test_table_goes_between_the_page_markers(tmp_path: Path) -> None:
     _write_anchors(tmp_path)
     _write_record(tmp_path, "hopper", "expert", "bc", 0, 2000.0)
