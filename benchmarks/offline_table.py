@@ -56,8 +56,9 @@ RANDOM_EPISODES = 100
 EXPERT_EPISODES = 100
 
 # CORL (Tarasov et al. 2022, tinkoff-ai/CORL@6afec90 README, "Last Scores", Gym-MuJoCo): the final policies'
-# normalised scores on D4RL's -v2 counterparts, mean over 4 seeds at 1M gradient steps, by the implementations whose
-# defaults rlrun's BC, IQL and CQL take. D4RL's medium-replay is the replay up to its medium policy, as rlrun's is.
+# normalised scores on D4RL's -v2 counterparts, mean over 4 seeds at 1M gradient steps, by the implementations rlrun's
+# BC, IQL and CQL follow, with CORL's config for each dataset (where those differ from rlrun's defaults:
+# docs/offline.md). D4RL's medium-replay is the replay up to its medium policy, as rlrun's is.
 # CORL has no plain expert rows, so rlrun's expert rows stand alone: their claim is "all near 100".
 PUBLISHED_SOURCE = "CORL (tinkoff-ai/CORL@6afec90 README, Last Scores, D4RL -v2, 1M gradient steps, 4 seeds)"
 PUBLISHED = {
