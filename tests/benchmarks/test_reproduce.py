@@ -24,7 +24,11 @@ def test_references_are_complete_with_sources() -> None:
     refs = rp.load_references()
     ids = [r["id"] for r in refs]
     assert len(ids) == len(set(ids))
+    keys = {"id", "algo", "env", "env_version", "env_group", "budget_env_steps", "mean", "std", "seeds", "kind",
+            "measure", "source", "url", "notes"}
     for r in refs:
+        # an unquoted comma inside a YAML flow mapping splits a value into a stray key: caught here
+        assert set(r) <= keys, (r["id"], set(r) - keys)
         assert r["url"].startswith("https://") and r["env_version"] and r["seeds"] >= 1
         assert r["kind"] in ("band", "goal", "curve")
     cleanrl_hopper = next(r for r in refs if r["id"] == "cleanrl-ppo-hopper")
