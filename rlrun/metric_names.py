@@ -54,6 +54,9 @@ ENV_STEPS = _metric("counters/env_steps", "env steps so far (agent steps summed 
                     "run loop")
 FRAMES = _metric("counters/frames", "frames so far: env steps x the env's frame skip", "run loop")
 EPISODES = _metric("episode/count", "episodes finished so far", "run loop")
+RETURN_TOTAL = _metric("episode/return_total", "sum of the returns of every episode finished so far: the mean return "
+                       "of the episodes between two reports is the difference of this over that of episode/count",
+                       "run loop")
 ENV_STEPS_PER_S = _metric("perf/env_steps_per_s", "env steps per second since the previous report", "run loop")
 FRAMES_PER_S = _metric("perf/frames_per_s", "frames per second since the previous report", "run loop")
 RETURN_MEAN = _metric("episode/return_mean", "mean return of the last return_window episodes (once one ended)",

@@ -78,6 +78,7 @@ from rlrun.metric_names import (
     GRADIENT_STEPS,
     LENGTH_MEAN,
     RETURN_MEAN,
+    RETURN_TOTAL,
 )
 from rlrun.redact import redact_file, redact_strings, redact_uri
 from rlrun.registry import registry
@@ -185,6 +186,7 @@ class RunLoop:
         self.game_lengths: deque[int] = deque(maxlen=int(cfg.return_window))
         self.env_steps = 0
         self.episodes = 0
+        self.return_total = 0.0  # every finished episode's return, summed: span means (Dopamine's iterations)
         self.games = 0
         self.iterations = 0  # training_step() calls
         self.start = time.perf_counter()
@@ -211,6 +213,7 @@ class RunLoop:
         self.env_steps += result.env_steps
         self.gradient_steps = int(result.metrics.get(GRADIENT_STEPS, self.gradient_steps))
         self.episodes += len(result.episode_returns)
+        self.return_total += float(sum(result.episode_returns))
         self.returns.extend(result.episode_returns)
         self.lengths.extend(result.episode_lengths)
         scores = getattr(result, "game_scores", None) or []  # optional: a plugin's result may have none
@@ -237,7 +240,8 @@ class RunLoop:
         steps_per_s = (self.env_steps - self._report_steps) / dt
         self._report_time, self._report_steps = now, self.env_steps
         out = {ENV_STEPS: self.env_steps, FRAMES: self.env_steps * self.frame_skip, EPISODES: self.episodes,
-               ENV_STEPS_PER_S: steps_per_s, FRAMES_PER_S: steps_per_s * self.frame_skip, **metrics}
+               RETURN_TOTAL: self.return_total, ENV_STEPS_PER_S: steps_per_s,
+               FRAMES_PER_S: steps_per_s * self.frame_skip, **metrics}
         if self.returns:
             out[RETURN_MEAN] = self.return_mean()
             out[LENGTH_MEAN] = float(np.mean(self.lengths))
@@ -251,7 +255,7 @@ class RunLoop:
     def state_dict(self) -> dict[str, Any]:
         """Counters and the return window; ``wall_time_s`` is the time trained so far (a resume continues it)."""
         return {"env_steps": self.env_steps, "gradient_steps": self.gradient_steps, "episodes": self.episodes,
-                "iterations": self.iterations,
+                "return_total": self.return_total, "iterations": self.iterations,
                 "returns": [float(r) for r in self.returns], "lengths": [int(n) for n in self.lengths],
                 "games": self.games, "game_scores": [float(r) for r in self.game_scores],
                 "game_lengths": [int(n) for n in self.game_lengths], "wall_time_s": self.wall_time_s}
@@ -260,6 +264,7 @@ class RunLoop:
         self.env_steps = int(state["env_steps"])
         self.gradient_steps = int(state.get("gradient_steps", 0))  # absent from checkpoints of older rlrun
         self.episodes = int(state["episodes"])
+        self.return_total = float(state.get("return_total", 0.0))  # absent from checkpoints of older rlrun
         self.iterations = int(state["iterations"])
         self.returns.clear()
         self.returns.extend(state["returns"])

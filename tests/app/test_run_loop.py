@@ -32,3 +32,20 @@ def test_the_loop_stops_at_the_first_condition_reached():
         assert loop.stop_reason() is None
         loop.add(step)
     assert loop.stop_reason() == "env_steps"
+
+
+def test_the_loop_reports_the_sum_of_every_return_and_a_resume_keeps_it():
+    """``episode/return_total`` sums every finished episode's return (the window forgets, the total does not), and
+    a checkpoint's loop state carries it on."""
+    from rlrun.metric_names import EPISODES, RETURN_MEAN, RETURN_TOTAL
+
+    cfg = compose(["stop.env_steps=1000", "return_window=2"])
+    loop = RunLoop(cfg, frame_skip=1)
+    for returns in ([1.0, 2.0], [], [10.0], [-4.5]):
+        loop.add(SimpleNamespace(env_steps=10, metrics={}, episode_returns=returns, episode_lengths=[5] * len(returns)))
+    metrics = loop.report({})
+    assert metrics[RETURN_TOTAL] == 8.5 and metrics[EPISODES] == 4 and metrics[RETURN_MEAN] == 2.75
+    resumed = RunLoop(cfg, frame_skip=1)
+    resumed.load_state_dict(loop.state_dict())
+    resumed.add(SimpleNamespace(env_steps=10, metrics={}, episode_returns=[1.5], episode_lengths=[5]))
+    assert resumed.report({})[RETURN_TOTAL] == 10.0
