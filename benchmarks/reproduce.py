@@ -16,7 +16,9 @@ run with a child per job, up to ``--jobs`` jobs at a time (joblib launcher; defa
                                                 their IQM with its interval, under the table)
 
 The measure is the references': training episodic return, mean of each seed's last 100 episodes (``return_window
-=100``; the run's ``summary.json`` ``episode_return_mean``), then mean ± std (population) over seeds. Published
+=100``; the run's ``summary.json`` ``episode_return_mean``), then mean ± std (population) over seeds. A group whose
+reference measures otherwise says so and measures the same way: the final model's greedy return (``eval_episodes``)
+or the mean over the episodes of a span of env steps (``span``). Published
 references live in ``benchmarks/reproduce_data/references.yaml`` with their sources; never tuned to fit.
 
     python -m benchmarks.reproduce mujoco [--groups ppo] [--jobs 2] [--runs-dir DIR]   run what is missing + table
@@ -75,6 +77,9 @@ class Group:
     eval_episodes: int | None = None
     """Where the reference measures the final model greedily (RL Zoo's benchmark): each finished run is evaluated
     with ``rlrun eval <run dir> episodes=N`` and the row's finals are those greedy returns, not training returns."""
+    span: tuple[int, int] | None = None
+    """Where the reference averages the training episodes of a span of env steps (Dopamine's iterations): the row's
+    finals are each run's mean return over the episodes that ended in ``(start, end]``, not its last 100."""
 
     def sweep_overrides(self, smoke: bool = False, envs: tuple[str, ...] | None = None,
                         seeds: tuple[int, ...] | None = None) -> list[str]:
@@ -158,15 +163,17 @@ SUITES: dict[str, list[Group]] = {
               note="CleanRL pqn.py defaults (conf/algo_env/pqn_cartpole.yaml)"),
     ],
     # MinAtar: DQN (Young & Tian 2019) and Rainbow (Obando-Ceron & Castro 2021) with the papers' settings at 2M
-    # frames, against the papers' curves at 2M (their runs go on to 5M and 10M). One frame is one agent step; a run
-    # takes about two hours on a core of this machine class.
+    # frames, against the papers' curves at 2M (their runs go on to 5M and 10M). One frame is one agent step.
     "minatar": [
         Group("dqn", "dqn", "minatar", ("Breakout", "Asterix", "Freeway"), (0, 1, 2), 2_000_000,
               note="conf/algo_env/dqn_minatar.yaml (Young & Tian 2019 settings, Adam at their step size); 2M "
                    "frames, compared with their learning curves at 2M", smoke=("algo.learning_starts=512",)),
         Group("rainbow", "rainbow", "minatar", ("Breakout", "Asterix", "Freeway"), (0, 1, 2), 2_000_000,
+              span=(1_000_000, 2_000_000),
               note="conf/algo_env/rainbow_minatar.yaml (Obando-Ceron & Castro 2021's settings): the first 2M frames "
-                   "of its 10M schedule, compared with their curve at 2M", smoke=("algo.learning_starts=512",)),
+                   "of its 10M schedule, compared with their curve at 2M; measured as they measure, the mean return "
+                   "of the training episodes that ended in frames 1M-2M (Dopamine's second iteration)",
+              smoke=("algo.learning_starts=512",)),
     ],
     # Memory on a partially observable task: sb3-contrib's RecurrentPPO settings (RL Zoo ppo_lstm.yml) on
     # CartPoleNoVel-v1, and beside it the same PPO without its core, matched with the same reference: a comparison
@@ -287,6 +294,9 @@ def harvest(runs: Path, out: Path, suite: str, group: Group, smoke: bool = False
         record = {k: summary.get(k) for k in SUMMARY_KEYS}
         if group.eval_episodes:
             record["final_eval"] = greedy_eval(run_dir, 2 if smoke else group.eval_episodes)
+        if group.span:
+            start, end = (0, SMOKE_STEPS) if smoke else group.span
+            record["span"] = span_return(run_dir, start, end)
         record.update(suite=suite, group=group.name, smoke=smoke, overrides=_overrides(run_dir),
                       hardware=fingerprint(), curve=_curve(run_dir), curve_x="env steps",
                       curve_y=f"episode/return_mean (last {RETURN_WINDOW} training episodes)")
@@ -309,10 +319,39 @@ def greedy_eval(run_dir: Path, episodes: int) -> dict[str, Any]:
     return {k: done[k] for k in ("episodes", "return_mean", "return_std", "seed")}
 
 
+def span_return(run_dir: Path, start: int, end: int) -> dict[str, Any] | None:
+    """The mean return of a run's training episodes that ended in env steps ``(start, end]``, exactly: the
+    difference of ``episode/return_total`` over that of ``episode/count`` between the last report at or before
+    ``start`` and the first at or after ``end``. None where the run's reports do not cover the span (a run by an
+    rlrun that did not report the total)."""
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    from rlrun.metric_names import EPISODES, RETURN_TOTAL
+
+    acc = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={SCALARS: 0})
+    acc.Reload()
+    if not {EPISODES, RETURN_TOTAL} <= set(acc.Tags().get("scalars", [])):
+        return None
+    counts = {e.step: e.value for e in acc.Scalars(EPISODES)}
+    totals = {e.step: e.value for e in acc.Scalars(RETURN_TOTAL)}
+    steps = sorted(set(counts) & set(totals))
+    before, after = [s for s in steps if s <= start], [s for s in steps if s >= end]
+    if not before or not after:
+        return None
+    a, b = before[-1], after[0]
+    episodes = int(round(counts[b] - counts[a]))
+    mean = (totals[b] - totals[a]) / episodes if episodes else None
+    return {"env_steps": [a, b], "episodes": episodes, "return_mean": mean}
+
+
 def final_return(record: dict[str, Any], group: Group) -> float | None:
-    """A run's final: its greedy evaluation where the group measures that way, else its training return."""
+    """A run's final: its greedy evaluation or its span's mean where the group measures that way, else its training
+    return."""
     if group.eval_episodes:
         return float(record["final_eval"]["return_mean"]) if record.get("final_eval") else None
+    if group.span:
+        span = record.get("span") or {}
+        return None if span.get("return_mean") is None else float(span["return_mean"])
     value = record.get("episode_return_mean")
     return None if value is None else float(value)
 
@@ -540,7 +579,8 @@ def runs_hardware(rows: list[dict[str, Any]], here: dict[str, Any]) -> str:
 
 def markdown(suite: str, rows: list[dict[str, Any]], hardware: dict[str, Any]) -> str:
     lines = [f"# Reproduction table: {suite}", "",
-             "rlrun's training episodic return (mean of each seed's last 100 episodes; mean ± std over seeds) "
+             "rlrun's training episodic return (mean of each seed's last 100 episodes unless the row's settings "
+             "say otherwise; mean ± std over seeds) "
              "beside published references at the same budget. Band: reference mean ± 2 std (a row above or below it "
              "is investigated in the closing notes and README). Generated by "
              f"`rlrun-bench reproduce {suite}`; never hand-edited.", "",

@@ -224,3 +224,27 @@ def test_a_reference_with_an_env_group_is_matched_only_for_that_env_option(tmp_p
     assert [r["id"] for r in minatar["references"]] == ["minatar-dqn-breakout-curve-2m"]
     assert minatar["references"][0]["ratio"] == pytest.approx(9.0 / 9.6)
     assert atari["references"] == []
+
+
+def test_a_group_measured_over_a_span_averages_the_episodes_that_ended_in_it(tmp_path: Path) -> None:
+    """Dopamine's curves average the training episodes of an iteration: a group with a ``span`` records each run's
+    mean return over the episodes that ended in it. Checked against the run's own window means: with a window
+    longer than the run, ``episode/return_mean`` is the mean of every episode so far, so the span's mean is
+    ``(M_b C_b - M_a C_a) / (C_b - C_a)`` at the span's two reports."""
+    from rlrun.app.plot import read_scalars
+    from rlrun.metric_names import EPISODES, RETURN_MEAN
+
+    group = rp.Group("g", "dqn", "cartpole", ("CartPole-v1",), (0,), 3000, span=(1000, 3000))
+    run_dir = tmp_path / "runs" / "classic" / "g" / "0"
+    run_rlrun(["algo=dqn", "stop.env_steps=3000", "stop.episode_return_mean=null", "return_window=100000",
+               "logger.report_interval_s=0", "export.formats=[]", f"hydra.run.dir={run_dir}"], tmp_path, check=True)
+    [path] = rp.harvest(tmp_path / "runs", tmp_path / "out", "classic", group)
+    span = json.loads(path.read_text())["span"]
+    a, b = span["env_steps"]
+    assert a <= 1000 < 3000 <= b
+    count, mean = (dict(zip(*read_scalars(run_dir, tag), strict=True)) for tag in (EPISODES, RETURN_MEAN))
+    assert not [s for s in count if a < s <= 1000 or 3000 <= s < b]  # the span's own reports, no wider
+    assert span["episodes"] == count[b] - count[a] > 10
+    expected = (mean[b] * count[b] - mean[a] * count[a]) / (count[b] - count[a])
+    assert rp.final_return({"span": span}, group) == pytest.approx(expected, rel=1e-4)
+    assert expected != pytest.approx(mean[b], rel=1e-3)  # not the mean of the whole run: the span's own
