@@ -78,7 +78,7 @@ class Group:
     """Where the reference measures the final model greedily (RL Zoo's benchmark): each finished run is evaluated
     with ``rlrun eval <run dir> episodes=N`` and the row's finals are those greedy returns, not training returns."""
     span: tuple[int, int] | None = None
-    """Where the reference averages the training episodes of a span of env steps (Dopamine's iterations): the row's
+    """Where the reference averages the training episodes of a span of frames (Dopamine's iterations): the row's
     finals are each run's mean return over the episodes that ended in ``(start, end]``, not its last 100."""
 
     def sweep_overrides(self, smoke: bool = False, envs: tuple[str, ...] | None = None,
@@ -320,20 +320,18 @@ def greedy_eval(run_dir: Path, episodes: int) -> dict[str, Any]:
 
 
 def span_return(run_dir: Path, start: int, end: int) -> dict[str, Any] | None:
-    """The mean return of a run's training episodes that ended in env steps ``(start, end]``, exactly: the
-    difference of ``episode/return_total`` over that of ``episode/count`` between the last report at or before
-    ``start`` and the first at or after ``end``. None where the run's reports do not cover the span (a run by an
-    rlrun that did not report the total)."""
-    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
-
+    """The mean return of a run's training episodes that ended in ``(start, end]``, exactly: the difference of
+    ``episode/return_total`` over that of ``episode/count`` between the last report at or before ``start`` and the
+    first at or after ``end``. Steps are those of the run's curves (frames: env steps where the env skips none, as
+    MinAtar). None where the run's reports do not cover the span (a run by an rlrun that did not report the
+    total)."""
+    from rlrun.app.plot import read_scalars
     from rlrun.metric_names import EPISODES, RETURN_TOTAL
 
-    acc = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={SCALARS: 0})
-    acc.Reload()
-    if not {EPISODES, RETURN_TOTAL} <= set(acc.Tags().get("scalars", [])):
+    series = [read_scalars(run_dir, tag) for tag in (EPISODES, RETURN_TOTAL)]
+    if None in series:
         return None
-    counts = {e.step: e.value for e in acc.Scalars(EPISODES)}
-    totals = {e.step: e.value for e in acc.Scalars(RETURN_TOTAL)}
+    counts, totals = (dict(zip(x.tolist(), y.tolist(), strict=True)) for x, y in series)
     steps = sorted(set(counts) & set(totals))
     before, after = [s for s in steps if s <= start], [s for s in steps if s >= end]
     if not before or not after:
@@ -341,7 +339,7 @@ def span_return(run_dir: Path, start: int, end: int) -> dict[str, Any] | None:
     a, b = before[-1], after[0]
     episodes = int(round(counts[b] - counts[a]))
     mean = (totals[b] - totals[a]) / episodes if episodes else None
-    return {"env_steps": [a, b], "episodes": episodes, "return_mean": mean}
+    return {"env_steps": [int(a), int(b)], "episodes": episodes, "return_mean": mean}
 
 
 def final_return(record: dict[str, Any], group: Group) -> float | None:
