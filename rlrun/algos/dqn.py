@@ -194,23 +194,33 @@ class DQNAgent(DQNLearner):
         ``terminated`` steps get discount 0; time-limit ``truncated`` ones bootstrap from ``next_obs`` (the real
         final observation).
         """
-        if self.n_step is None:
-            discount = self.cfg.gamma * (1.0 - np.asarray(terminated, dtype=np.float32))
-            self.memory.insert({"obs": obs, "action": actions, "reward": rewards, "next_obs": next_obs,
-                                "discount": discount})
-        else:
-            truncated = np.zeros_like(terminated) if truncated is None else truncated
-            step = self.n_step.add(obs, actions, rewards, next_obs, terminated, truncated)
-            if len(step["reward"]):
-                self.memory.insert(step)
+        self._insert(self._records(obs, actions, rewards, next_obs, terminated, truncated))
         self.exploration.advance(len(rewards))
 
     def observe_batch(self, batch: Any) -> None:
-        """Store a worker's ``SampleBatch``: all its ``T * B`` transitions in one insert, or, through the n-step
-        aggregator, one time step of the env copies at a time (what :meth:`observe` needs there)."""
-        steps = ([batch.transitions()] if self.n_step is None else [batch.step(t) for t in range(batch.num_steps)])
-        for step in steps:
-            self.observe(*step)
+        """Store a worker's ``SampleBatch`` in one insert: its ``T * B`` transitions, or the n-step transitions
+        they complete (the aggregator takes one time step of the env copies at a time). One insert rather than T
+        matters with prioritised replay, whose every insert walks its trees once."""
+        if self.n_step is None:
+            self.observe(*batch.transitions())
+            return
+        space = self.memory.input_spaces["records"]
+        steps = [sp.flatten(space, self._records(*batch.step(t))) for t in range(batch.num_steps)]
+        self._insert(sp.unflatten(space, {key: torch.cat([step[key] for step in steps]) for key in steps[0]}))
+        self.exploration.advance(batch.num_steps * batch.num_envs)
+
+    def _records(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any,
+                 truncated: Any = None) -> dict[str, Any]:
+        """The replay records of these rows: one-step transitions, or the n-step ones they complete."""
+        if self.n_step is None:
+            discount = self.cfg.gamma * (1.0 - np.asarray(terminated, dtype=np.float32))
+            return {"obs": obs, "action": actions, "reward": rewards, "next_obs": next_obs, "discount": discount}
+        truncated = np.zeros_like(terminated) if truncated is None else truncated
+        return self.n_step.add(obs, actions, rewards, next_obs, terminated, truncated)
+
+    def _insert(self, records: dict[str, Any]) -> None:
+        if len(records["reward"]):
+            self.memory.insert(records)
 
     @api
     def get_weights(self) -> dict[str, torch.Tensor]:

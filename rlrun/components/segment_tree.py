@@ -11,14 +11,13 @@ two; node ``i`` has children ``2i`` and ``2i + 1``, the root is node 1 and leaf 
 Leaves ``capacity .. size - 1`` (padding) hold the neutral element (0 for a sum, +inf for a min) and cannot be set.
 
 Every operation takes a whole batch of indices or values at once: setting ``k`` leaves updates each tree level
-with one fancy-indexing expression (``O(k log size)`` work, ``O(log size)`` numpy calls), and
+with one fancy-indexing expression (``O(k log size)`` work, ``O(log size)`` numpy calls, a few per level: these
+calls, not the arithmetic, are the cost of a prioritised replay's inserts and updates), and
 ``find_prefixsum_idx`` descends all values in lock step. The trees are plain numpy (float64) and live on the CPU
 whatever the device of the memory that owns them.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import numpy as np
 
@@ -28,12 +27,11 @@ class SegmentTree:
 
     Args:
         capacity: number of leaves a user may set (items); rounded up to a power of two internally.
-        operation: associative, vectorised binary numpy ufunc (``np.add``, ``np.minimum``).
+        operation: associative binary numpy ufunc (``np.add``, ``np.minimum``); its ``reduce`` combines children.
         neutral: the operation's neutral element, held by unset leaves (0 for a sum, +inf for a min).
     """
 
-    def __init__(self, capacity: int, operation: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                 neutral: float) -> None:
+    def __init__(self, capacity: int, operation: np.ufunc, neutral: float) -> None:
         if isinstance(capacity, bool) or int(capacity) != capacity or capacity <= 0:
             raise ValueError(f"segment tree capacity must be a positive integer, got {capacity!r}")
         self.capacity = int(capacity)
@@ -64,15 +62,16 @@ class SegmentTree:
         vals = np.broadcast_to(np.asarray(values, dtype=np.float64), np.asarray(indices).shape).reshape(-1)
         if idx.size == 0:
             return
-        # Keep each index's last occurrence explicitly: numpy does not promise an order for repeated indices.
-        rev = idx[::-1]
-        idx, first = np.unique(rev, return_index=True)
-        vals = vals[::-1][first]
+        if idx.size > 1:  # keep each index's last occurrence: numpy does not promise an order for repeated indices
+            idx, first = np.unique(idx[::-1], return_index=True)
+            vals = vals[::-1][first]
         nodes = idx + self.size
         self.tree[nodes] = vals
+        children = self.tree.reshape(-1, 2)  # row p: the children 2p and 2p + 1 of node p
         for _ in range(self.depth):
-            nodes = np.unique(nodes >> 1)
-            self.tree[nodes] = self.operation(self.tree[2 * nodes], self.tree[2 * nodes + 1])
+            # A parent of several updated nodes appears several times; each copy computes the same value.
+            nodes = nodes >> 1
+            self.tree[nodes] = self.operation.reduce(children[nodes], axis=1)
 
     def get(self, indices: np.ndarray | list[int] | int) -> np.ndarray:
         """The leaf values at ``indices`` (float64, shape of ``indices``)."""

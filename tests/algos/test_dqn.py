@@ -17,6 +17,7 @@ from rlrun.components.losses import dqn_td_error
 from rlrun.components.nstep import NStepAggregator
 from rlrun.components.prioritized_replay import PrioritizedReplayMemory
 from rlrun.config import compose
+from rlrun.execution.sample_batch import SampleBatch
 
 OBS = sp.Box(-1.0, 1.0, (4,), np.float32)
 
@@ -94,6 +95,36 @@ def test_switches_compose_the_library_components() -> None:
     before = agent.memory.probabilities().clone()
     agent.update()
     assert not torch.equal(before, agent.memory.probabilities())  # priorities follow the TD errors
+
+
+def test_observe_batch_stores_what_observing_step_by_step_stores() -> None:
+    """A worker's batch goes into replay in one insert; the memory must hold what T inserts of one step each
+    leave: the same records in the same slots, the same priorities. T = 6 steps of B = 2 copies; copy 0's
+    episode terminates at step 2 and copy 1's is truncated at step 4, so windows flush, shorter ones included."""
+    T, B = 6, 2
+    rng = np.random.default_rng(0)
+    terminated, truncated = np.zeros((T, B), bool), np.zeros((T, B), bool)
+    terminated[2, 0] = truncated[4, 1] = True
+    batch = SampleBatch(rng.uniform(-1, 1, (T + 1, B, 4)).astype(np.float32), rng.integers(0, 2, (T, B)),
+                        rng.normal(size=(T, B)).astype(np.float32), terminated, truncated,
+                        rng.uniform(-1, 1, (2, 4)).astype(np.float32))
+    cfg = replace(DQNConfig(), prioritized_replay=True, n_step=3, buffer_size=64)
+    at_once, by_step = (DQNAgent(cfg).build(obs=OBS, actions=sp.Discrete(2)) for _ in range(2))
+    at_once.observe_batch(batch)
+    for t in range(T):
+        by_step.observe(*batch.step(t))
+    # copy 0: 3 windows flushed at step 2, then steps 3-5 make one full window; copy 1: 3 full windows by step 4
+    # (from steps 0, 1, 2), then its 2 shorter ones flushed there; step 5 starts a new window
+    assert at_once.memory.size() == by_step.memory.size() == 4 + 5
+    stored = at_once.memory.state_dict()
+    for key, value in by_step.memory.state_dict().items():  # the records, and the trees in the extra state
+        if isinstance(value, dict):
+            assert value.keys() == stored[key].keys()
+            assert all(torch.equal(torch.as_tensor(v), torch.as_tensor(stored[key][k])) for k, v in value.items())
+        else:
+            assert torch.equal(stored[key], value), key
+    np.testing.assert_array_equal(at_once.memory.sum_tree.tree, by_step.memory.sum_tree.tree)
+    assert int(at_once.exploration.timestep) == int(by_step.exploration.timestep) == T * B
 
 
 @pytest.mark.parametrize("network", ["nature_cnn", "impala_resnet"])

@@ -37,6 +37,9 @@ def test_random_batches_match_naive_reference(capacity):
         np.testing.assert_array_equal(tree_sum[np.arange(capacity)], ref)
         assert tree_sum.sum() == ref.sum()
         assert tree_min.min() == ref_set.min()
+        for tree, op in ((tree_sum, np.add), (tree_min, np.minimum)):  # every inner node, not just the root
+            inner = tree.tree[1:tree.size]
+            np.testing.assert_array_equal(inner, op(tree.tree[2::2], tree.tree[3::2]))
         if ref.sum() > 0:
             cum = np.cumsum(ref)
             # uniform values, every boundary cumsum[i] exactly, and 0
