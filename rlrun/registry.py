@@ -206,6 +206,7 @@ def _register_builtins(r: Registry) -> None:
         ("network", "nature_cnn", "networks:NatureCNN"),
         ("network", "impala_resnet", "networks:ImpalaResNet"),
         ("network", "minatar_cnn", "networks:MinAtarCNN"),
+        ("network", "minatar_conv", "networks:MinAtarConv"),
         ("network", "multi_input", "networks:MultiInputTorso"),
         ("network", "lstm_core", "networks:LSTMCore"),
         ("optimizer", "gradient_step", "optimizers:GradientStep"),

@@ -102,7 +102,7 @@ class ApexConfig(Declared):
     network: str = "auto"
     """Torso: auto (from the observation space: nature_cnn for uint8 images [C, H, W], minatar_cnn for bool images,
     the multi-input torso for a Dict/Tuple with image parts, else mlp) | mlp | nature_cnn | impala_resnet |
-    minatar_cnn."""
+    minatar_cnn | minatar_conv (Revisiting Rainbow's: the conv alone, no fc layer)."""
     hidden_sizes: list[int] = key(factory=lambda: [128, 128], items="[1, inf)")
     """Hidden layer widths of the MLP torso. Default: tuned here on CartPole, where [64, 64] plateaued far below the
     target on some seeds (docs/algorithms/apex.md)."""

@@ -151,13 +151,13 @@ class DQNAgent(DQNLearner):
 
     def __init__(self, cfg: DQNConfig, seed: int = 0) -> None:
         super().__init__(cfg, "dqn_agent", adam_eps=cfg.adam_eps)
-        # noisy nets explore by their noise instead of epsilon-greedy (Fortunato et al. 2018): epsilon 0
-        self.exploration = (EpsilonGreedy(0.0, 0.0, 1) if cfg.noisy
+        # noisy nets explore by their noise instead of an epsilon schedule (Fortunato et al. 2018)
+        self.exploration = (EpsilonGreedy(cfg.noisy_epsilon, cfg.noisy_epsilon, 1) if cfg.noisy
                             else EpsilonGreedy(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps))
         if cfg.prioritized_replay:
             self.memory = PrioritizedReplayMemory(cfg.buffer_size, alpha=cfg.per_alpha, beta_start=cfg.per_beta_start,
-                                                  beta_steps=cfg.per_beta_steps, seed=seed,
-                                                  frames_per_record=cfg.frames_per_record)
+                                                  beta_end=cfg.per_beta_end, beta_steps=cfg.per_beta_steps,
+                                                  seed=seed, frames_per_record=cfg.frames_per_record)
         else:
             self.memory = ReplayMemory(cfg.buffer_size, seed=seed, frames_per_record=cfg.frames_per_record)
         # n > 1: transitions pass through the aggregator (per env copy of the one local worker) before replay.

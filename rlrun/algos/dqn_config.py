@@ -67,7 +67,7 @@ class DQNConfig(Declared):
     network: str = "auto"
     """Torso: auto (from the observation space: nature_cnn for uint8 images [C, H, W], minatar_cnn for bool images,
     the multi-input torso for a Dict/Tuple with image parts, else mlp) | mlp | nature_cnn | impala_resnet |
-    minatar_cnn."""
+    minatar_cnn | minatar_conv (Revisiting Rainbow's: the conv alone, no fc layer)."""
     action_mask: str = key("auto", choices=("auto", "off"))
     """Invalid-action masks (Discrete actions): auto (when the observation carries an ``action_mask`` entry, or the
     env's info dict does, illegal actions are never chosen and get no probability, in acting and in learning) | off
@@ -76,8 +76,11 @@ class DQNConfig(Declared):
     """Dueling Q head, Q = V + A - mean(A) (Wang et al. 2016, Eq. 9). """
     noisy: bool = False
     """Noisy nets (Fortunato et al. 2018): the Q head's linear layers carry learnt factorised Gaussian noise,
-    resampled at every gradient step, and exploration is that noise's (epsilon_* are unused: epsilon is 0); acting
-    without exploration uses the mean weights."""
+    resampled at every gradient step, and exploration is that noise's (epsilon_* are unused: epsilon is
+    noisy_epsilon); acting without exploration uses the mean weights."""
+    noisy_epsilon: float = key(0.0, "[0, 1]")
+    """With noisy nets, a constant epsilon-greedy on top of the noise. Default: 0, exploration by the noise alone
+    (Fortunato et al. 2018; Hessel et al. 2018); the Dopamine-based Rainbow of Obando-Ceron & Castro 2021 keeps 0.01."""
     noisy_std: float = key(0.5, "(0, inf)")
     """sigma_0 of the noisy layers' initial noise scale, sigma = sigma_0 / sqrt(inputs). Default: Fortunato et al. 2018,
     Sec. 3.2 (factorised noise)."""
@@ -87,10 +90,13 @@ class DQNConfig(Declared):
     """Priority exponent alpha (Schaul et al. 2016, Table 3: 0.6 for the proportional variant). Default: priority
     exponent (Schaul et al. 2016, Table 3)."""
     per_beta_start: float = key(0.4, "[0, 1]")
-    """Importance-sampling exponent beta at the start, annealed linearly to 1 (Schaul et al. 2016: 0.4). Default:
-    importance-sampling exponent at the start, annealed to 1 (Schaul et al. 2016)."""
+    """Importance-sampling exponent beta at the start, annealed linearly to per_beta_end. Default: 0.4, Schaul et al.
+    2016."""
     per_beta_steps: int = key(100_000, "[1, inf)")
-    """Gradient steps over which beta anneals to 1."""
+    """Gradient steps over which beta anneals from per_beta_start to per_beta_end."""
+    per_beta_end: float = key(1.0, "[0, 1]")
+    """Importance-sampling exponent after per_beta_steps. Default: 1, full correction (Schaul et al. 2016, Sec. 3.4);
+    per_beta_end = per_beta_start keeps beta fixed, as Dopamine's prioritised replay does (0.5)."""
     frames_per_record: Optional[float] = key(1.1, "(0, inf)")
     """Replay of stacked uint8 frames (Atari obs/next_obs): keep each distinct frame once, in a ring of this many
     frames per transition (a stream needs ~1.0-1.1; the oldest transitions are dropped when it needs more); null

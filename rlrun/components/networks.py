@@ -246,6 +246,22 @@ class MinAtarCNN(_ImageTorso):
         )
 
 
+class MinAtarConv(_ImageTorso):
+    """The MinAtar network of Obando-Ceron & Castro 2021 ("Revisiting Rainbow"; their ``RainbowDQN`` with
+    ``net_conf='minatar'`` and ``hidden_layer=0``, JohanSamir/revisiting_rainbow networks_new.py): one conv of 16 3x3
+    filters, stride 1, padded to keep the size (flax's default 'SAME') -> ReLU -> flatten. No fully connected layer:
+    the Q heads read the conv's features. On MinAtar's ``[C, 10, 10]``: 16x10x10 = 1600 features and ``16 * (9C + 1)``
+    parameters (Breakout, C = 4: 592).
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name or "minatar_conv")
+
+    def _build_body(self, c: int, h: int, w: int) -> None:
+        self.features = 16 * h * w
+        self.body = nn.Sequential(nn.Conv2d(c, 16, 3, stride=1, padding=1), nn.ReLU(), nn.Flatten())
+
+
 class _ResidualBlock(nn.Module):
     """``x + conv(relu(conv(relu(x))))`` with 3x3 convs that keep the size (Espeholt et al. 2018, Fig. 3)."""
 

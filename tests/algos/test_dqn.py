@@ -127,6 +127,22 @@ def test_observe_batch_stores_what_observing_step_by_step_stores() -> None:
     assert int(at_once.exploration.timestep) == int(by_step.exploration.timestep) == T * B
 
 
+def test_noisy_epsilon_and_the_beta_schedule_reach_the_components() -> None:
+    """algo.noisy_epsilon: a constant epsilon on top of noisy nets (0 by default); algo.per_beta_end: where beta
+    stops (a fixed beta when it equals per_beta_start)."""
+    noisy = replace(DQNConfig(), noisy=True, prioritized_replay=True, per_beta_steps=10)
+    default = DQNAgent(noisy).build(obs=OBS, actions=sp.Discrete(2))
+    assert default.exploration.epsilon() == 0.0
+    agent = DQNAgent(replace(noisy, noisy_epsilon=0.01, per_beta_start=0.5, per_beta_end=0.5))
+    agent.build(obs=OBS, actions=sp.Discrete(2))
+    agent.exploration.advance(10**6)
+    assert agent.exploration.epsilon() == 0.01
+    assert (default.memory.beta(), agent.memory.beta()) == (0.4, 0.5)
+    default.memory.timestep.fill_(10)
+    agent.memory.timestep.fill_(10)
+    assert (default.memory.beta(), agent.memory.beta()) == (1.0, 0.5)
+
+
 @pytest.mark.parametrize("network", ["nature_cnn", "impala_resnet"])
 def test_image_torsos_build_and_update(network: str) -> None:
     cfg = replace(DQNConfig(), network=network, dueling=True, batch_size=2, buffer_size=8)

@@ -1,6 +1,7 @@
 """The MinAtar paper's torso (rlrun.components.networks.MinAtarCNN, Young & Tian 2019), built alone from MinAtar's
 observation space: its output and parameter count worked out, equal to the paper's layers written out, its
-LayerNorm option (PQN's), and algo.network=auto choosing it for a bool image."""
+LayerNorm option (PQN's), and algo.network=auto choosing it for a bool image. Then Revisiting Rainbow's torso
+(MinAtarConv): the padded conv alone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from torch.testing import assert_close
 
 from rlrun import spaces as sp
 from rlrun.components.base import ComponentBuildError
-from rlrun.components.networks import MLP, MinAtarCNN, NatureCNN, auto_torso, make_torso
+from rlrun.components.networks import MLP, MinAtarCNN, MinAtarConv, NatureCNN, auto_torso, make_torso
 from rlrun.components.q_network import QNetwork
 from rlrun.components.testing import ComponentTest
 from rlrun.errors import ConfigError
@@ -78,3 +79,18 @@ def test_layer_norm_is_for_the_mlp_and_minatar_cnn_only():
     assert not isinstance(make_torso("minatar_cnn", [8], "relu"), (MLP, NatureCNN))
     with pytest.raises(ConfigError, match="algo.layer_norm=true: the nature_cnn torso has no LayerNorm option"):
         make_torso("nature_cnn", [8], "relu", layer_norm=True)
+
+
+def test_minatar_conv_is_the_padded_conv_alone():
+    """conv 4 -> 16 channels, 3x3, padding 1: 592 parameters and 16 x 10 x 10 = 1600 features (flax's 'SAME' on
+    10x10), no fc layer; equal to relu(conv2d(x, padding=1)) flattened. The registry names it for algo.network."""
+    net = make_torso("minatar_conv", [64], "relu")
+    assert isinstance(net, MinAtarConv)
+    test = ComponentTest(net, {"obs": BREAKOUT}, batch_shape=(2, 3))
+    assert n_params(net) == 592
+    obs = test.sample("obs")
+    out = test.call("forward", obs=obs)
+    assert out.shape == (2, 3, 1600)
+    conv = net.body[0]
+    ref = F.relu(F.conv2d(obs.reshape(6, 4, 10, 10).float(), conv.weight, conv.bias, padding=1)).flatten(1)
+    assert_close(out, ref.reshape(2, 3, 1600))

@@ -90,15 +90,17 @@ def test_dqn_preset_is_young_and_tian():
 
 
 def test_rainbow_preset_is_revisiting_rainbows():
-    """conf/algo_env/rainbow_minatar.yaml: Obando-Ceron & Castro 2021's MinAtar Rainbow (their gin configs): Adam
-    1e-4 (eps 3.125e-4), 51 atoms on [-100, 100], 3-step, prioritised, an update per 4 frames, a target copy per
-    1,000 frames (250 updates), 10M frames."""
+    """conf/algo_env/rainbow_minatar.yaml: Obando-Ceron & Castro 2021's MinAtar Rainbow (their gin configs, agent
+    and network): the conv alone under the heads, Adam 1e-4 (eps 3.125e-4), 51 atoms on [-100, 100], 3-step,
+    prioritised with beta fixed at 0.5, an update per 4 frames, a target copy per 1,000 frames (250 updates), noisy
+    layers of sigma_0 0.1 with a constant epsilon of 0.01, 10M frames."""
     cfg = compose(["algo=rainbow", "env=minatar"])
     a = cfg.algo
     assert [a.network, a.lr, a.adam_eps, a.num_atoms, a.v_min, a.v_max, a.n_step, a.batch_size, a.buffer_size,
             a.learning_starts, a.train_every, a.target_update_every * a.train_every, a.noisy, a.dueling, a.double_q,
-            a.prioritized_replay] == ["minatar_cnn", 1e-4, 3.125e-4, 51, -100.0, 100.0, 3, 32, 100_000, 1000, 4,
+            a.prioritized_replay] == ["minatar_conv", 1e-4, 3.125e-4, 51, -100.0, 100.0, 3, 32, 100_000, 1000, 4,
                                       1000, True, True, True, True]
+    assert [a.noisy_std, a.noisy_epsilon, a.per_alpha, a.per_beta_start, a.per_beta_end] == [0.1, 0.01, 0.5, 0.5, 0.5]
     assert cfg.stop.env_steps == 10_000_000
 
 
