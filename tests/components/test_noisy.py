@@ -28,6 +28,9 @@ def test_noisy_linear_is_the_factorised_formula_by_hand():
     weight = layer.weight_mu + layer.weight_sigma * layer.eps_out[:, None] * layer.eps_in[None, :]
     bias = layer.bias_mu + layer.bias_sigma * layer.eps_out
     assert_close(layer(x), x @ weight.T + bias)
+    with torch.no_grad():  # acting and targets take the factorised path: the same outputs
+        assert_close(layer(x), (x @ weight.T + bias).detach())
+        assert_close(layer(x[0]), (x[0] @ weight.T + bias).detach())  # one observation, no batch rank
     with without_noise(layer):
         assert_close(layer(x), x @ layer.weight_mu.T + layer.bias_mu)
     assert layer.noisy  # restored after the block
