@@ -35,7 +35,8 @@ class NStepAggregator(Component):
     and returns the n-step transitions completed by it, as a dict with keys ``obs``, ``action``, ``reward``
     (the n-step return ``R_t^(m)``), ``next_obs`` (``next_obs_{t+m-1}``) and ``discount`` (``gamma^m (1 -
     terminated)``), each with leading rank K (K = 0 when nothing completed), ordered by env copy and then by
-    start step. This is the record of ``DQNAgent``'s replay memory, so the output goes straight into it.
+    start step: CPU tensors, whatever the inputs (numpy arrays or tensors). This is the record of ``DQNAgent``'s
+    replay memory, so the output goes straight into it (the memory moves it to its device).
 
     A copy completes one transition per step once it has n steps pending (the oldest window), and at the end of
     its episode it flushes every pending window, shorter ones included. The pending windows are not saved in
@@ -55,13 +56,14 @@ class NStepAggregator(Component):
             raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
         self.n = int(n)
         self.gamma = float(gamma)
-        k = torch.arange(self.n, dtype=torch.float64)
+        k = np.arange(self.n, dtype=np.float64)
         # G[j, k] = gamma^(k - j) for k >= j, else 0: returns[b, j] = sum_k G[j, k] * rewards_window[b, k].
-        self._discount_matrix = torch.where(k[None, :] >= k[:, None], self.gamma ** (k[None, :] - k[:, None]),
-                                            torch.zeros(()))
-        self._windows: dict[str, dict[str, torch.Tensor]] | None = None
-        self._rewards: torch.Tensor | None = None  # [B, n] float64, 0 past each copy's count
-        self._count: torch.Tensor | None = None  # [B] int64, steps pending per copy
+        self._discount_matrix = np.where(k[None, :] >= k[:, None], self.gamma ** (k[None, :] - k[:, None]), 0.0)
+        # Pending steps, in numpy: a step of one or a few env copies is a few dozen tiny array operations, each a
+        # fraction of a torch call's overhead. The outputs are tensors.
+        self._windows: dict[str, dict[str, np.ndarray]] | None = None
+        self._rewards: np.ndarray | None = None  # [B, n] float64, 0 past each copy's count
+        self._count: np.ndarray | None = None  # [B] int64, steps pending per copy
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
         scalar = sp.Box(-np.inf, np.inf, (), np.float32)
@@ -70,7 +72,7 @@ class NStepAggregator(Component):
 
     def pending(self) -> torch.Tensor:
         """Steps held per env copy, waiting for their window to complete (``[B]``; empty before the first add)."""
-        return self._count.clone() if self._count is not None else torch.zeros(0, dtype=torch.int64)
+        return torch.from_numpy(self._count.copy()) if self._count is not None else torch.zeros(0, dtype=torch.int64)
 
     @api
     def reset(self) -> None:
@@ -90,43 +92,39 @@ class NStepAggregator(Component):
             truncated: ``[B]`` bool, the episode was cut by a time limit (bootstrap from ``next_obs``).
         """
         obs_space, act_space = self.input_spaces["obs"], self.input_spaces["actions"]
-        flat = {
-            "obs": sp.flatten(obs_space, sp.to_torch(obs_space, obs)),
-            "action": sp.flatten(act_space, sp.to_torch(act_space, actions)),
-        }
-        flat_next = sp.flatten(obs_space, sp.to_torch(obs_space, next_obs))
-        r = torch.as_tensor(rewards).to(torch.float64)
-        if r.dim() != 1:
+        flat = {"obs": _flat_numpy(obs_space, obs), "action": _flat_numpy(act_space, actions)}
+        flat_next = _flat_numpy(obs_space, next_obs)
+        r = _numpy(rewards).astype(np.float64)
+        if r.ndim != 1:
             raise ValueError(f"{self.name}.add: rewards must have shape [B], got {tuple(r.shape)}")
-        B, device = int(r.shape[0]), r.device
-        term = torch.as_tensor(terminated, device=device) != 0
-        trunc = torch.as_tensor(truncated, device=device) != 0
+        B = int(r.shape[0])
+        term, trunc = _numpy(terminated) != 0, _numpy(truncated) != 0
         for what, value in (("terminated", term), ("truncated", trunc)):
-            if tuple(value.shape) != (B,):
+            if value.shape != (B,):
                 raise ValueError(f"{self.name}.add: {what} must have shape [B] = [{B}] like rewards, got "
                                  f"{tuple(value.shape)}")
         for group, values in (("obs", flat["obs"]), ("actions", flat["action"]), ("next_obs", flat_next)):
             for key, v in values.items():
-                if v.dim() == 0 or int(v.shape[0]) != B:
+                if v.ndim == 0 or int(v.shape[0]) != B:
                     raise ValueError(f"{self.name}.add: {group}{'/' + key if key else ''} has shape "
                                      f"{tuple(v.shape)} but rewards has {B} rows")
         leaves = {"obs": sp.flatten_space(obs_space), "action": sp.flatten_space(act_space)}
 
         if self._count is None:
             n = self.n
-            self._windows = {g: {k: torch.zeros((B, n, *sp.shape(s)), dtype=sp.dtype(s), device=device)
+            self._windows = {g: {k: torch.zeros((B, n, *sp.shape(s)), dtype=sp.dtype(s)).numpy()
                                  for k, s in leaves[g].items()} for g in leaves}
-            self._rewards = torch.zeros((B, n), dtype=torch.float64, device=device)
-            self._count = torch.zeros(B, dtype=torch.int64, device=device)
+            self._rewards = np.zeros((B, n), dtype=np.float64)
+            self._count = np.zeros(B, dtype=np.int64)
         elif int(self._count.shape[0]) != B:
             raise ValueError(f"{self.name}.add: got {B} env copies but the pending windows hold "
                              f"{self._count.shape[0]}; call reset() when the number of copies changes")
 
-        rows = torch.arange(B, device=device)
+        rows = np.arange(B)
         count = self._count
         for g, values in flat.items():
             for key, v in values.items():
-                self._windows[g][key][rows, count] = v.to(device)
+                self._windows[g][key][rows, count] = v
         self._rewards[rows, count] = r
         count += 1
 
@@ -134,25 +132,23 @@ class NStepAggregator(Component):
         # window (position 0) of a copy still running.
         done = term | trunc
         full = ~done & (count == self.n)
-        pos = torch.arange(self.n, device=device)[None, :]
+        pos = np.arange(self.n)[None, :]
         emit = (done[:, None] & (pos < count[:, None])) | (full[:, None] & (pos == 0))
-        b_idx, j_idx = emit.nonzero(as_tuple=True)
+        b_idx, j_idx = emit.nonzero()
         steps = count[b_idx] - j_idx  # m, steps in each completed window
-        returns = self._rewards @ self._discount_matrix.to(device).T  # [B, n]: R over positions j .. count-1
+        returns = self._rewards @ self._discount_matrix.T  # [B, n]: R over positions j .. count-1
         out_flat: dict[str, Any] = {
-            "obs": {k: w[b_idx, j_idx] for k, w in self._windows["obs"].items()},
-            "action": {k: w[b_idx, j_idx] for k, w in self._windows["action"].items()},
-            "reward": returns[b_idx, j_idx].to(torch.float32),
-            "next_obs": {k: v[b_idx.to(v.device)] for k, v in flat_next.items()},
-            "discount": (self.gamma ** steps.to(torch.float64) * (~term[b_idx])).to(torch.float32),
+            "obs": {k: torch.from_numpy(w[b_idx, j_idx]) for k, w in self._windows["obs"].items()},
+            "action": {k: torch.from_numpy(w[b_idx, j_idx]) for k, w in self._windows["action"].items()},
+            "reward": torch.from_numpy(returns[b_idx, j_idx].astype(np.float32)),
+            "next_obs": {k: torch.from_numpy(v[b_idx]) for k, v in flat_next.items()},
+            "discount": torch.from_numpy((self.gamma ** steps.astype(np.float64) * ~term[b_idx]).astype(np.float32)),
         }
 
         # Slide the full windows of running copies by one step; empty the windows of copies whose episode ended.
-        if bool(full.any()):
-            for g in self._windows.values():
-                for w in g.values():
-                    w[full] = torch.roll(w[full], -1, dims=1)
-            self._rewards[full] = torch.roll(self._rewards[full], -1, dims=1)
+        if full.any():  # (the last position's old value is never read: the next step writes it)
+            for w in (*self._windows["obs"].values(), *self._windows["action"].values(), self._rewards):
+                w[full, :-1] = w[full, 1:]
             self._rewards[full, -1] = 0.0
             count[full] -= 1
         self._rewards[done] = 0.0
@@ -165,3 +161,12 @@ class NStepAggregator(Component):
             "next_obs": sp.unflatten(obs_space, out_flat["next_obs"]),
             "discount": out_flat["discount"],
         }
+
+
+def _numpy(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def _flat_numpy(space: sp.Space, value: Any) -> dict[str, np.ndarray]:
+    """``value``'s leaves (arrays or tensors) as numpy arrays, keyed as :func:`rlrun.spaces.flatten` keys them."""
+    return {key: _numpy(leaf) for key, leaf in sp.flatten(space, value).items()}
