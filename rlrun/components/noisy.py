@@ -70,7 +70,7 @@ class NoisyLinear(nn.Module):
             weight = self.weight_mu + self.weight_sigma * torch.outer(self.eps_out, self.eps_in)
             return F.linear(x, weight, bias)
         # Acting and targets: (sigma * eps_out eps_in^T) x = eps_out * (sigma (eps_in * x)), so the noisy weight
-        # (out x in, three passes over it) is never formed; for one observation that is most of a step's cost.
+        # (out x in, three passes over it) is never formed: for one observation those passes cost more than the product.
         return F.linear(x, self.weight_mu, bias) + F.linear(x * self.eps_in, self.weight_sigma) * self.eps_out
 
     def extra_repr(self) -> str:
