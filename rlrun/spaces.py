@@ -125,6 +125,14 @@ def _unflatten(sp: Space, flat: Mapping[str, Any], prefix: str) -> Any:
     return flat[prefix.rstrip("/")]
 
 
+def cat(space: Space, values: Iterable[Any]) -> Any:
+    """Values of ``space`` with a leading batch rank (tensors), joined along it leaf by leaf (``torch.cat``)."""
+    import torch
+
+    flats = [flatten(space, v) for v in values]
+    return unflatten(space, {key: torch.cat([flat[key] for flat in flats]) for key in flats[0]})
+
+
 def map_structure(fn: Any, space: Space, value: Any) -> Any:
     """Apply ``fn(leaf_space, leaf_value)`` to every leaf of a nested value."""
     flat = flatten(space, value)

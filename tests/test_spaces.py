@@ -36,6 +36,16 @@ def test_flatten_unflatten_roundtrip() -> None:
     assert isinstance(back["aux"], tuple)
 
 
+def test_cat_joins_nested_values_leaf_by_leaf() -> None:
+    """Batches of 2, 0 and 3 rows of a nested space give one of 5, each leaf in order; an empty batch adds nothing."""
+    parts = [sp.to_torch(NESTED, sp.sample(NESTED, (k,), seed=k)) for k in (2, 0, 3)]
+    joined = sp.cat(NESTED, parts)
+    sp.check(NESTED, joined, batch_ranks=1)
+    assert joined["img"].shape == (5, 2, 3) and isinstance(joined["aux"], tuple)
+    assert torch.equal(joined["aux"][1], torch.cat([parts[0]["aux"][1], parts[2]["aux"][1]]))
+    assert torch.equal(joined["img"][2:], parts[2]["img"])
+
+
 def test_flatten_and_unflatten_leave_no_reference_cycle_holding_the_values() -> None:
     """The values are freed as soon as the caller drops them (a self-calling closure would keep them in a cycle
     until the cyclic collector ran: rollout frames piling up between collections)."""

@@ -177,8 +177,7 @@ class ApexActor(Component):
                 chunks.append(out)
         space = records_space(obs_space, act_space)
         if chunks:
-            flats = [sp.flatten(space, c) for c in chunks]
-            records = sp.unflatten(space, {k: torch.cat([f[k] for f in flats]) for k in flats[0]})
+            records = sp.cat(space, chunks)
             priorities = self.priorities(records).numpy()
         else:
             records = sp.unflatten(space, {k: torch.zeros((0, *sp.shape(s)), dtype=sp.dtype(s))

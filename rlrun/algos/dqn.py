@@ -204,9 +204,8 @@ class DQNAgent(DQNLearner):
         if self.n_step is None:
             self.observe(*batch.transitions())
             return
-        space = self.memory.input_spaces["records"]
-        steps = [sp.flatten(space, self._records(*batch.step(t))) for t in range(batch.num_steps)]
-        self._insert(sp.unflatten(space, {key: torch.cat([step[key] for step in steps]) for key in steps[0]}))
+        steps = [self._records(*batch.step(t)) for t in range(batch.num_steps)]
+        self._insert(sp.cat(self.memory.input_spaces["records"], steps))
         self.exploration.advance(batch.num_steps * batch.num_envs)
 
     def _records(self, obs: Any, actions: Any, rewards: Any, next_obs: Any, terminated: Any,
