@@ -125,6 +125,12 @@ def _unflatten(sp: Space, flat: Mapping[str, Any], prefix: str) -> Any:
     return flat[prefix.rstrip("/")]
 
 
+def as_numpy(value: Any) -> np.ndarray:
+    """One leaf (an array, a number, or a tensor on any device: detached and copied to the CPU) as a numpy array.
+    Tensors are told by their ``detach`` method, so this module still imports no torch (see above)."""
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+
+
 def cat(space: Space, values: Iterable[Any]) -> Any:
     """Values of ``space`` with a leading batch rank (tensors), joined along it leaf by leaf (``torch.cat``)."""
     import torch

@@ -46,6 +46,13 @@ def test_cat_joins_nested_values_leaf_by_leaf() -> None:
     assert torch.equal(joined["img"][2:], parts[2]["img"])
 
 
+def test_as_numpy_takes_arrays_numbers_and_tensors_that_need_grad() -> None:
+    weights = torch.ones(3, requires_grad=True)
+    out = sp.as_numpy(weights * 2)
+    assert isinstance(out, np.ndarray) and out.tolist() == [2.0, 2.0, 2.0]
+    assert sp.as_numpy([1, 2]).tolist() == [1, 2] and sp.as_numpy(3.5).shape == ()
+
+
 def test_flatten_and_unflatten_leave_no_reference_cycle_holding_the_values() -> None:
     """The values are freed as soon as the caller drops them (a self-calling closure would keep them in a cycle
     until the cyclic collector ran: rollout frames piling up between collections)."""

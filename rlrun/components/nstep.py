@@ -66,6 +66,7 @@ class NStepAggregator(Component):
         self._count: np.ndarray | None = None  # [B] int64, steps pending per copy
 
     def _build(self, obs: sp.Space, actions: sp.Space) -> None:
+        self._leaves = {"obs": sp.flatten_space(obs), "action": sp.flatten_space(actions)}
         scalar = sp.Box(-np.inf, np.inf, (), np.float32)
         self.output_spaces["add"] = sp.Dict({"obs": obs, "action": actions, "reward": scalar, "next_obs": obs,
                                              "discount": scalar})
@@ -94,11 +95,11 @@ class NStepAggregator(Component):
         obs_space, act_space = self.input_spaces["obs"], self.input_spaces["actions"]
         flat = {"obs": _flat_numpy(obs_space, obs), "action": _flat_numpy(act_space, actions)}
         flat_next = _flat_numpy(obs_space, next_obs)
-        r = _numpy(rewards).astype(np.float64)
+        r = sp.as_numpy(rewards).astype(np.float64)
         if r.ndim != 1:
             raise ValueError(f"{self.name}.add: rewards must have shape [B], got {tuple(r.shape)}")
         B = int(r.shape[0])
-        term, trunc = _numpy(terminated) != 0, _numpy(truncated) != 0
+        term, trunc = sp.as_numpy(terminated) != 0, sp.as_numpy(truncated) != 0
         for what, value in (("terminated", term), ("truncated", trunc)):
             if value.shape != (B,):
                 raise ValueError(f"{self.name}.add: {what} must have shape [B] = [{B}] like rewards, got "
@@ -108,12 +109,12 @@ class NStepAggregator(Component):
                 if v.ndim == 0 or int(v.shape[0]) != B:
                     raise ValueError(f"{self.name}.add: {group}{'/' + key if key else ''} has shape "
                                      f"{tuple(v.shape)} but rewards has {B} rows")
-        leaves = {"obs": sp.flatten_space(obs_space), "action": sp.flatten_space(act_space)}
 
         if self._count is None:
             n = self.n
+            # numpy arrays of each leaf's dtype (sp.dtype names it as torch does: Discrete is int64)
             self._windows = {g: {k: torch.zeros((B, n, *sp.shape(s)), dtype=sp.dtype(s)).numpy()
-                                 for k, s in leaves[g].items()} for g in leaves}
+                                 for k, s in leaves.items()} for g, leaves in self._leaves.items()}
             self._rewards = np.zeros((B, n), dtype=np.float64)
             self._count = np.zeros(B, dtype=np.int64)
         elif int(self._count.shape[0]) != B:
@@ -163,10 +164,6 @@ class NStepAggregator(Component):
         }
 
 
-def _numpy(x: Any) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-
-
 def _flat_numpy(space: sp.Space, value: Any) -> dict[str, np.ndarray]:
     """``value``'s leaves (arrays or tensors) as numpy arrays, keyed as :func:`rlrun.spaces.flatten` keys them."""
-    return {key: _numpy(leaf) for key, leaf in sp.flatten(space, value).items()}
+    return {key: sp.as_numpy(leaf) for key, leaf in sp.flatten(space, value).items()}

@@ -125,7 +125,7 @@ class Rollout:
         observation), ``actions``, ``rewards``, ``terminated``, ``truncated`` and the acting extras, ``[B, ...]``
         each, numpy or torch) as one rollout on ``device``."""
         def stack(key: str) -> Any:
-            return map_nest(lambda *xs: np.stack([_numpy(x) for x in xs]), *(s[key] for s in steps))
+            return map_nest(lambda *xs: np.stack([sp.as_numpy(x) for x in xs]), *(s[key] for s in steps))
 
         def tensor(key: str) -> torch.Tensor:
             return torch.as_tensor(stack(key), device=device)
@@ -141,7 +141,3 @@ class Rollout:
                    final_index=torch.as_tensor(final_index, device=device),
                    actions=tensor("actions"), rewards=tensor("rewards"), terminated=tensor("terminated"),
                    truncated=tensor("truncated"), extras={k: tensor(k) for k in steps[0] if k not in named})
-
-
-def _numpy(x: Any) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
