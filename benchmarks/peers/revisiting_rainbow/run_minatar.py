@@ -12,6 +12,7 @@ What this runner adds, none of it in the agent, the network or the config:
   checkpoints after each iteration and resumes from the last one when started again on the same ``--base_dir``.
 - ``<base_dir>/episodes.jsonl``: one line per finished episode (``return``, ``length``, ``total_steps`` = frames at
   its end, continued across a resume); ``<base_dir>/iterations.jsonl``: Dopamine's per-iteration training return.
+  On resume both forget what was logged after Dopamine's last checkpoint, as Dopamine redoes that iteration.
 """
 
 import argparse
@@ -25,9 +26,8 @@ import time
 class EpisodeLogger:
     """The MinAtar env, passed through, writing each finished episode to ``path``."""
 
-    def __init__(self, env, path, total_steps):
-        self._env, self.total_steps = env, total_steps
-        self._file = open(path, "a", buffering=1)
+    def __init__(self, env, path):
+        self._env, self._path, self.total_steps = env, path, 0  # the runner sets total_steps on resume
         self._return, self._length = 0.0, 0
 
     def __getattr__(self, name):  # game_over, action_space, observation_space, ...
@@ -43,19 +43,31 @@ class EpisodeLogger:
         self._length += 1
         self.total_steps += 1
         if terminal:
-            self._file.write(json.dumps({"return": float(self._return), "length": self._length,
-                                         "total_steps": self.total_steps, "time": round(time.time(), 3)}) + "\n")
+            with open(self._path, "a") as f:
+                f.write(json.dumps({"return": float(self._return), "length": self._length,
+                                    "total_steps": self.total_steps, "time": round(time.time(), 3)}) + "\n")
         return obs, reward, terminal, info
 
 
-def frames_done(base_dir):
-    """Frames of the iterations already checkpointed (a resumed run continues from the last one)."""
+def trim_to_checkpoint(base_dir, start_iteration):
+    """Forget what a stopped run logged past its last checkpoint, which Dopamine redoes on resume: the iterations
+    from ``start_iteration`` on and the episodes that ended after the last kept iteration. Returns that
+    iteration's frames (0 for a fresh run)."""
+    kept = []
     path = os.path.join(base_dir, "iterations.jsonl")
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        lines = [json.loads(line) for line in f if line.strip()]
-    return lines[-1]["total_steps"] if lines else 0
+    if os.path.exists(path):
+        with open(path) as f:
+            kept = [line for line in f if line.strip() and json.loads(line)["iteration"] < start_iteration]
+        with open(path, "w") as f:
+            f.writelines(kept)
+    done = json.loads(kept[-1])["total_steps"] if kept else 0
+    path = os.path.join(base_dir, "episodes.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            episodes = [line for line in f if line.strip() and json.loads(line)["total_steps"] <= done]
+        with open(path, "w") as f:
+            f.writelines(episodes)
+    return done
 
 
 def main():
@@ -94,23 +106,16 @@ def main():
     np.random.seed(args.seed)
     gin.parse_config_files_and_bindings([os.path.join(package, "Configs", f"rainbow_{args.game}.gin")], bindings)
 
-    episodes = os.path.join(args.base_dir, "episodes.jsonl")
-    done = frames_done(args.base_dir)
-    if os.path.exists(episodes):  # a resumed run redoes the iteration it was stopped in: drop that one's episodes
-        with open(episodes) as f:
-            kept = [line for line in f if line.strip() and json.loads(line)["total_steps"] <= done]
-        with open(episodes, "w") as f:
-            f.writelines(kept)
-
     def create_environment():
         env = minatar_env.create_minatar_env()  # the config's game, MinAtar's defaults
         env.env.seed(args.seed)
-        return EpisodeLogger(env, episodes, done)
+        return EpisodeLogger(env, os.path.join(args.base_dir, "episodes.jsonl"))
 
     def create_agent(sess, environment, summary_writer=None):
         return rainbow_agent_new.JaxRainbowAgentNew(num_actions=environment.action_space.n)
 
     runner = run_experiment.TrainRunner(args.base_dir, create_agent, create_environment_fn=create_environment)
+    runner._environment.total_steps = trim_to_checkpoint(args.base_dir, runner._start_iteration)
     run_one_iteration = runner._run_one_iteration
 
     def logged_iteration(iteration):
