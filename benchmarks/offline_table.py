@@ -15,6 +15,7 @@ the ordering (IQL and CQL well above BC on medium-replay; all near the expert on
 which are of other datasets and other budgets.
 
     rlrun-bench offline --data-root DIR [--envs hopper] [--algos bc,iql] [--seeds 0] [--jobs 2]   run + table
+    rlrun-bench offline --data-root DIR --algos cql --seeds 0 --jobs 1 --torch-threads 2         one run, two cores
     rlrun-bench offline --table-only                                                              only the table
 
 A variant (``--algos iql-norm``, :data:`VARIANTS`) is an algorithm's runs with some keys changed, a column of its own.
@@ -169,9 +170,9 @@ def _rlrun(*args: str) -> None:
 
 
 def run_cell(runs: Path, out: Path, data_root: Path, env: str, dataset: str, column: str, seed: int,
-             steps: int) -> Path:
-    """Train (or continue) one cell's run to ``steps`` gradient steps, evaluate it and write its record;
-    ``column`` is an algorithm or a variant (:data:`VARIANTS`)."""
+             steps: int, torch_threads: int = 1) -> Path:
+    """Train (or continue) one cell's run to ``steps`` gradient steps on ``torch_threads`` threads, evaluate it and
+    write its record; ``column`` is an algorithm or a variant (:data:`VARIANTS`)."""
     from benchmarks.common import fingerprint
     from benchmarks.reproduce import greedy_eval
     from rlrun.checkpoint import checkpoint_path
@@ -182,18 +183,20 @@ def run_cell(runs: Path, out: Path, data_root: Path, env: str, dataset: str, col
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if int(summary.get("gradient_steps") or 0) < steps:
         tracking = f"logger.mlflow.tracking_uri={tracking_uri(runs)}"
+        threads = f"device.torch_threads={torch_threads}"
         if checkpoint_path(run_dir).is_file():
-            _rlrun(f"resume={run_dir}", f"stop.gradient_steps={steps}", tracking)
+            _rlrun(f"resume={run_dir}", f"stop.gradient_steps={steps}", tracking, threads)
         else:
             shutil.rmtree(run_dir, ignore_errors=True)  # a start that left no checkpoint: begin again
             _rlrun(f"algo={algo}", "env=mujoco", f"env.id={ENVS[env]}", "data=minari",
                    f"data.id={dataset_id(env, dataset)}", f"data.root={data_root}", f"seed={seed}",
                    f"stop.gradient_steps={steps}", "checkpoint.interval_minutes=5", "export.formats=[]",
-                   "logger.console.interval_s=60", f"hydra.run.dir={run_dir}", tracking, *changed)
+                   "logger.console.interval_s=60", f"hydra.run.dir={run_dir}", tracking, threads, *changed)
         summary = json.loads(summary_path.read_text())
     record = {"env": env, "env_id": ENVS[env], "dataset": dataset_id(env, dataset), "algo": algo,
               **({"variant": column, "overrides": list(changed)} if changed else {}), "seed": seed,
               "gradient_steps": summary.get("gradient_steps"), "wall_time_s": summary.get("wall_time_s"),
+              "torch_threads": torch_threads,
               "data": summary.get("data"), "final_eval": greedy_eval(run_dir, EVAL_EPISODES),
               "hardware": fingerprint()}
     path = record_path(out, env, dataset, column, seed)
@@ -309,7 +312,10 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"algorithms or variants, any of {', '.join((*ALGOS, *VARIANTS))}")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--gradient-steps", type=int, default=GRADIENT_STEPS)
-    p.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch threads of each run (device.torch_threads): one core each by default; a lone CQL "
+                        "run, whose steps are large matrix products, takes both cores of this machine class with 2")
     p.add_argument("--runs-dir", type=Path, default=ROOT / "reproduce_runs" / "offline-table")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--page", type=Path, default=PAGE, help="the docs page whose table markers get the table")
@@ -318,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.table_only:
         if a.data_root is None:
             p.error("--data-root is required to run (the folder the recipes on docs/offline.md wrote to)")
+        if a.torch_threads < 1:
+            p.error(f"--torch-threads {a.torch_threads}: give 1 or more")
         algos = a.algos.split(",")
         for algo in algos:
             try:
@@ -339,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                           if not record_path(a.out, env, dataset, algo, int(seed)).exists()]
         a.runs_dir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as pool:
-            for path in pool.map(lambda c: run_cell(a.runs_dir, a.out, a.data_root, *c, a.gradient_steps), cells):
+            for path in pool.map(lambda c: run_cell(a.runs_dir, a.out, a.data_root, *c, a.gradient_steps,
+                                                         a.torch_threads), cells):
                 print(f"wrote {path}")
     write_table(a.out, a.page)
     return 0

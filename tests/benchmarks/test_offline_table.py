@@ -82,6 +82,10 @@ def test_an_unknown_algorithm_exits_2_naming_the_choices(tmp_path: Path, capsys)
         ot.main(["--data-root", str(tmp_path), "--algos", "bc,iql-fast", "--out", str(tmp_path / "out")])
     assert exit_.value.code == 2
     assert "unknown algorithm 'iql-fast': give one of bc, iql, cql, iql-norm" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        ot.main(["--data-root", str(tmp_path), "--torch-threads", "0", "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    assert "--torch-threads 0: give 1 or more" in capsys.readouterr().err
 
 
 def test_table_goes_between_the_page_markers(tmp_path: Path) -> None:
@@ -99,8 +103,8 @@ def test_table_goes_between_the_page_markers(tmp_path: Path) -> None:
 
 
 def test_the_path_end_to_end_on_a_tiny_hopper_dataset(tmp_path: Path) -> None:
-    """A recorded PPO start as the 'expert' dataset, one BC cell of 200 gradient steps: the run, its greedy
-    evaluation, its record, the anchors (the expert: that run's policy, greedy) and the table."""
+    """A recorded PPO start as the 'expert' dataset, one BC cell of 200 gradient steps on two torch threads: the run,
+    its greedy evaluation, its record, the anchors (the expert: that run's policy, greedy) and the table."""
     data = tmp_path / "datasets"
     run_rlrun(["algo=ppo", "env=mujoco", "env.id=Hopper-v5", "stop.env_steps=2048", "export.formats=[]",
                "eval.interval_env_steps=null", "record_dataset.id=hopper/expert-v0", f"record_dataset.root={data}",
@@ -108,10 +112,13 @@ def test_the_path_end_to_end_on_a_tiny_hopper_dataset(tmp_path: Path) -> None:
     out, page = tmp_path / "out", tmp_path / "page.md"
     page.write_text(f"{ot.BEGIN}\n{ot.END}\n")
     assert ot.main(["--data-root", str(data), "--envs", "hopper", "--datasets", "expert,medium", "--algos", "bc",
-                    "--seeds", "0", "--gradient-steps", "200", "--runs-dir", str(tmp_path / "runs"), "--out",
-                    str(out), "--page", str(page)]) == 0
+                    "--seeds", "0", "--gradient-steps", "200", "--torch-threads", "2", "--runs-dir",
+                    str(tmp_path / "runs"), "--out", str(out), "--page", str(page)]) == 0
     record = json.loads(ot.record_path(out, "hopper", "expert", "bc", 0).read_text())
     assert record["gradient_steps"] == 200 and record["final_eval"]["episodes"] == ot.EVAL_EPISODES
+    assert record["torch_threads"] == 2
+    assert "torch_threads: 2" in (tmp_path / "runs" / "hopper" / "expert" / "bc-seed0" / ".hydra" / "config.yaml"
+                                  ).read_text()
     from rlrun.app.evaluate import evaluate
 
     meta = ot.dataset_metadata(data, "hopper/expert-v0")
