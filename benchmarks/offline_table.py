@@ -250,6 +250,15 @@ def ran_line(out: Path) -> str:
             f"{EVAL_EPISODES} greedy episodes; normalised score, mean ± std over seeds 0, 1, 2.")
 
 
+def _cell(c: dict[str, Any]) -> str:
+    """A cell's score: mean ± std over its seeds, the count when it is not all three; one seed has no spread to
+    show."""
+    n = len(c["seeds"])
+    if n == 1:
+        return f"{c['mean']:.1f} (1 seed)"
+    return f"{c['mean']:.1f} ± {c['std']:.1f}" + (f" ({n} seeds)" if n != 3 else "")
+
+
 def markdown(rows: list[dict[str, Any]], anchors: dict[str, Any], ran: str = "") -> str:
     """The table: per dataset each algorithm's (and variant's) normalised score, mean ± std over seeds, and CORL's
     on D4RL's counterpart dataset; ``ran`` above it."""
@@ -263,9 +272,7 @@ def markdown(rows: list[dict[str, Any]], anchors: dict[str, Any], ran: str = "")
         cells = []
         for column in shown:
             c = row["cells"].get(column)
-            n = len(c["seeds"]) if c else 0
-            cells.append(f"{c['mean']:.1f} ± {c['std']:.1f}" + (f" ({n} seed{'s' * (n > 1)})" if n != 3 else "")
-                         if c else "not run")
+            cells.append(_cell(c) if c else "not run")
         env, dataset = row["env"], row["dataset"].split("/")[1].rsplit("-v", 1)[0]
         published = PUBLISHED.get((env, dataset))
         theirs = " / ".join(f"{published[a]:.1f}" for a in ALGOS) if published else "(none)"

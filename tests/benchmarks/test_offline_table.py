@@ -47,7 +47,9 @@ def test_rows_are_seed_means_of_normalised_scores(tmp_path: Path) -> None:
     _write_anchors(tmp_path)
     for seed, final in enumerate((1000.0, 1200.0, 1400.0)):  # 50, 60, 70
         _write_record(tmp_path, "hopper", "medium-replay", "iql", seed, final)
-    _write_record(tmp_path, "hopper", "medium-replay", "bc", 0, 400.0)  # 20, one seed
+    _write_record(tmp_path, "hopper", "medium-replay", "bc", 0, 400.0)  # 20, one seed: no spread to show
+    for seed, final in enumerate((600.0, 1000.0)):  # 30, 50: two seeds, said
+        _write_record(tmp_path, "hopper", "medium-replay", "cql", seed, final)
     rows = ot.build_rows(tmp_path)
     assert [r["dataset"] for r in rows] == ["hopper/medium-replay-v0"]
     iql, bc = rows[0]["cells"]["iql"], rows[0]["cells"]["bc"]
@@ -55,7 +57,7 @@ def test_rows_are_seed_means_of_normalised_scores(tmp_path: Path) -> None:
     assert iql["std"] == pytest.approx(np.std([50.0, 60.0, 70.0]))
     assert iql["published"] == 97.43 and bc["mean"] == pytest.approx(20.0)
     line = next(x for x in ot.markdown(rows, {}).splitlines() if x.startswith("| hopper/medium-replay-v0"))
-    assert line == ("| hopper/medium-replay-v0 | 5,000 | 20.0 ± 0.0 (1 seed) | 60.0 ± 8.2 | not run "
+    assert line == ("| hopper/medium-replay-v0 | 5,000 | 20.0 (1 seed) | 60.0 ± 8.2 | 40.0 ± 10.0 (2 seeds) "
                     "| 29.8 / 97.4 / 95.1 |")
 
 
@@ -73,7 +75,7 @@ def test_a_variant_is_its_algorithm_with_keys_changed_in_a_column_of_its_own(tmp
     lines = ot.markdown(rows, {}).splitlines()
     assert lines[0] == ("| dataset | transitions | BC | IQL | CQL | IQL, obs. normalised "
                         "| CORL on D4RL's counterpart (BC / IQL / CQL) |")
-    assert lines[2] == ("| hopper/medium-v0 | 5,000 | not run | 20.0 ± 0.0 (1 seed) | not run | 50.0 ± 0.0 (1 seed) "
+    assert lines[2] == ("| hopper/medium-v0 | 5,000 | not run | 20.0 (1 seed) | not run | 50.0 (1 seed) "
                         "| 53.5 / 67.5 / 59.1 |")
 
 
@@ -98,7 +100,7 @@ def test_table_goes_between_the_page_markers(tmp_path: Path) -> None:
     assert text.startswith(f"before\n{ot.BEGIN}\n`rlrun-bench offline`: ") and text.endswith(f"{ot.END}\nafter\n")
     assert "1,000 gradient steps a run; each run's final policy, 10 greedy episodes" in text
     assert "old table" not in text
-    assert "| hopper/expert-v0 | 5,000 | 100.0 ± 0.0 (1 seed) | not run | not run | (none) |" in text
+    assert "| hopper/expert-v0 | 5,000 | 100.0 (1 seed) | not run | not run | (none) |" in text
     assert json.loads((tmp_path / "table.json").read_text())["rows"][0]["cells"]["bc"]["final_returns"] == [2000.0]
 
 

@@ -77,7 +77,7 @@ def test_a_run_its_wall_time_stopped_early_is_not_shown_as_a_result() -> None:
     assert "-20.6" not in block and len([r for r in rows if rp.stopped_short(r)]) == 4
     assert "`rlrun-bench reproduce atari-cpu`: AMD EPYC, 2 cores, torch 2.13.0+cpu, 2026-" in block
     finished = {**pong, "env_steps": [10_000_000]}  # the same row had it reached the budget
-    assert rp.stopped_short(finished) is None and "-20.6 ± 0.0 (1)" in rp.readme_block("atari-cpu", [finished])
+    assert rp.stopped_short(finished) is None and "| -20.6 (1) |" in rp.readme_block("atari-cpu", [finished])
     assert "`rlrun-bench reproduce atari-cpu`: no run yet." in rp.readme_block("atari-cpu", [])
 
 
