@@ -749,8 +749,12 @@ def readme_block(suite: str, rows: list[dict[str, Any]], curves: str = CURVES, d
         ref = (next((x for x in refs if x["kind"] == "band" and x["same_budget"]), None)
                or next((x for x in refs if x["kind"] == "curve" and x.get("ratio") is not None), None)
                or next((x for x in refs if x["kind"] == "band"), None))
-        ours = (r["status"] if r["mean"] is None else f"{_fmt(r['mean'])} (1)" if len(r["seeds"]) == 1  # no spread
-                else f"{_fmt(r['mean'])} ± {_fmt(r['std'])} ({len(r['seeds'])})")
+        if r["mean"] is None:
+            ours = r["status"]
+        elif len(r["seeds"]) == 1:  # one seed has no spread to show
+            ours = f"{_fmt(r['mean'])} (1)"
+        else:
+            ours = f"{_fmt(r['mean'])} ± {_fmt(r['std'])} ({len(r['seeds'])})"
         short = stopped_short(r)
         if short is not None:  # a run cut at a few % of its budget scores what an untrained agent does: no result
             cap = f"{r['wall_time_budget_s'] / 60:g}-min"
